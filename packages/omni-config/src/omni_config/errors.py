@@ -1,0 +1,110 @@
+"""Configuration errors that carry everything a user needs to fix them.
+
+A user mistake is never a traceback: every problem becomes a :class:`ConfigIssue`
+(the config path, the offending value, the rule it breaks and the fix), and all
+independent issues travel together in one :class:`ConfigError` so a user fixes a
+file in one pass instead of one error per run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One independent problem in a configuration."""
+
+    path: str
+    rule: str
+    fix: str
+    value: Any = _MISSING
+    source: str | None = None
+
+    @property
+    def has_value(self) -> bool:
+        return self.value is not _MISSING
+
+    def render(self) -> str:
+        head = f"error: {self.path}"
+        if self.has_value:
+            head += f" = {format_value(self.value)}"
+        lines = [head, f"  rule: {self.rule}", f"  fix:  {self.fix}"]
+        if self.source:
+            lines.append(f"  in:   {self.source}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "rule": self.rule, "fix": self.fix}
+        if self.has_value:
+            out["value"] = _jsonable(self.value)
+        if self.source:
+            out["source"] = self.source
+        return out
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    try:
+        return json.dumps(_jsonable(value))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    return repr(value)
+
+
+class ConfigError(Exception):
+    """A configuration the user must fix; carries every independent issue."""
+
+    exit_code = 1
+
+    def __init__(self, issues: Iterable[ConfigIssue]):
+        self.issues: tuple[ConfigIssue, ...] = tuple(_dedupe(issues))
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        count = len(self.issues)
+        header = f"{count} error{'s' if count != 1 else ''} in the configuration:"
+        return "\n".join([header, *(issue.render() for issue in self.issues)])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"valid": False, "errors": [issue.to_dict() for issue in self.issues]}
+
+
+class ConfigFileError(Exception):
+    """A file that cannot be read or parsed at all (exit 2, not a config mistake)."""
+
+    exit_code = 2
+
+    def __init__(self, path: str, reason: str, fix: str):
+        self.path = path
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"error: cannot load {path}: {reason}\n  fix:  {fix}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"valid": False, "errors": [{"path": self.path, "rule": self.reason, "fix": self.fix}]}
+
+
+def _dedupe(issues: Iterable[ConfigIssue]) -> list[ConfigIssue]:
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for issue in issues:
+        key = (issue.path, issue.rule, issue.fix)
+        if key not in seen:
+            seen.add(key)
+            out.append(issue)
+    return out
