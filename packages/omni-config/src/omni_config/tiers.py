@@ -1,0 +1,53 @@
+"""Which fields belong to the model author and which to the operator.
+
+The model tier (wiring, factories, the process-local contract) is what makes a
+pipeline correct; the deployment tier (processes, GPUs, fractions, replicas) is
+what an operator tunes. A deployment file or a CLI override may only touch the
+deployment tier, so a placement change can never silently rewire a model.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ValueKind(str, Enum):
+    """How a CLI string becomes a typed value for a field."""
+
+    TEXT = "text"          # kept verbatim (process names: "123" stays a string)
+    SCALAR = "scalar"      # YAML scalar: int, float, bool
+    IDS = "ids"            # "1,2" / "[1,2]" -> list; "1" -> 1 (gpu)
+    ID_LIST = "id_list"    # "1,2" / "[1,2]" / "1" -> list (replica_devices)
+    ANY = "any"            # factory_args values: any YAML value
+
+
+STAGE_DEPLOYMENT_FIELDS: dict[str, ValueKind] = {
+    "process": ValueKind.TEXT,
+    "gpu": ValueKind.IDS,
+    "tp_size": ValueKind.SCALAR,
+    "runtime.resources.total_gpu_memory_fraction": ValueKind.SCALAR,
+}
+STAGE_MODEL_FIELDS = ("name", "factory", "next", "terminal", "stream_to", "wait_for", "merge_fn", "route_fn", "env")
+PROCESS_FIELDS: dict[str, ValueKind] = {"num_replicas": ValueKind.SCALAR, "replica_devices": ValueKind.ID_LIST}
+PLACEMENT_FIELDS: dict[str, ValueKind] = {
+    "max_total_gpu_memory_fraction_per_gpu": ValueKind.SCALAR,
+    "require_memory_fraction_for_colocation": ValueKind.SCALAR,
+    "num_gpus": ValueKind.SCALAR,
+}
+PIPELINE_MODEL_FIELDS = ("name", "entry_stage", "process_local_edges")
+PIPELINE_DEPLOYMENT_ROOTS = ("stages", "processes", "placement")
+ALL_PIPELINE_KEYS = ("extends", *PIPELINE_MODEL_FIELDS, *PIPELINE_DEPLOYMENT_ROOTS)
+
+MODEL_TIER_WHY = {
+    "name": "the model's name",
+    "factory": "which code builds the stage",
+    "next": "the stage wiring",
+    "terminal": "the stage wiring",
+    "stream_to": "the stage wiring",
+    "wait_for": "the stage wiring",
+    "merge_fn": "the stage wiring",
+    "route_fn": "the stage wiring",
+    "env": "the stage's environment",
+    "entry_stage": "the stage wiring",
+    "process_local_edges": "the model's process-local contract",
+}

@@ -1,0 +1,92 @@
+"""Turn pydantic's errors into :class:`ConfigIssue` values users can act on.
+
+Paths use stage names instead of list indices (``stages.vocoder.process``), and
+an unknown key gets a did-you-mean from the fields valid at that spot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import ConfigIssue
+from .schema import PipelineConfig, PlacementConfig, ProcessConfig, ProcessLocalEdge, ResourcesConfig, StageConfig, StageRuntimeConfig
+from .suggest import did_you_mean
+
+_CHILDREN: dict[type[BaseModel], dict[str, type[BaseModel]]] = {
+    PipelineConfig: {"stages": StageConfig, "processes": ProcessConfig, "placement": PlacementConfig, "process_local_edges": ProcessLocalEdge},
+    StageConfig: {"runtime": StageRuntimeConfig},
+    StageRuntimeConfig: {"resources": ResourcesConfig},
+}
+_KEYED = {("stages",), ("process_local_edges",), ("processes",)}
+
+
+def issues_from_validation_error(error: ValidationError, raw: Any) -> list[ConfigIssue]:
+    issues = []
+    for item in error.errors(include_url=False):
+        loc = tuple(item["loc"])
+        path = dotted_path(loc, raw)
+        kind = item["type"]
+        value = item.get("input")
+        if kind == "extra_forbidden":
+            model = _model_at(loc[:-1])
+            valid = list(model.model_fields) if model else []
+            issues.append(ConfigIssue(path, "unknown key", did_you_mean(str(loc[-1]), valid, "keys here"), value=value))
+        elif kind == "missing":
+            issues.append(ConfigIssue(path, "required field is missing", f"add {loc[-1]}: <value>"))
+        else:
+            message = item["msg"]
+            if message.startswith("Value error, "):
+                message = message[len("Value error, "):]
+            issues.append(ConfigIssue(path, message, _fix_for(kind, loc), value=value))
+    return issues
+
+
+def _fix_for(kind: str, loc: tuple[Any, ...]) -> str:
+    field = str(loc[-1]) if loc else "value"
+    if kind.startswith(("greater_than", "less_than")):
+        return f"set {field} within the allowed range"
+    if "type" in kind or kind.endswith(("_parsing", "_type")):
+        return f"give {field} a value of the expected type"
+    return f"correct {field}"
+
+
+def dotted_path(loc: tuple[Any, ...], raw: Any) -> str:
+    parts: list[str] = []
+    node = raw
+    for index, part in enumerate(loc):
+        if isinstance(part, int) and isinstance(node, list):
+            entry = node[part] if 0 <= part < len(node) else None
+            name = entry.get("name") if isinstance(entry, dict) else None
+            if isinstance(name, str) and name and tuple(loc[:index]) == ("stages",):
+                parts.append(name)
+            elif isinstance(entry, dict) and tuple(loc[:index]) == ("process_local_edges",) and isinstance(entry.get("src"), str):
+                parts.append(f"{entry.get('src')}->{entry.get('dst')}")
+            else:
+                parts[-1:] = [f"{parts[-1]}[{part}]"] if parts else [f"[{part}]"]
+            node = entry
+        else:
+            parts.append(str(part))
+            node = node.get(part) if isinstance(node, dict) else None
+    return ".".join(parts) if parts else "(config)"
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = PipelineConfig
+    skip_key = False
+    for part in loc:
+        if model is None:
+            return None
+        if skip_key:
+            skip_key = False
+            continue
+        if isinstance(part, int):
+            continue
+        child = _CHILDREN.get(model, {}).get(str(part))
+        if child is None:
+            return None
+        if model is PipelineConfig and part == "processes":
+            skip_key = True
+        model = child
+    return model
