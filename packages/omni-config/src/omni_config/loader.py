@@ -46,7 +46,8 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
         candidate = candidate / "pipeline.yaml"
     if candidate.is_file():
         return candidate
-    raise ConfigError([_unknown_model_issue("model_path", text)])
+    issue = _unknown_model_issue("model_path", text)
+    raise ConfigFileError(text, "no such file, and " + issue.rule, issue.fix)
 
 
 def raw_config(data: dict[str, Any], overrides: Sequence[str] = ()) -> PipelineConfig:

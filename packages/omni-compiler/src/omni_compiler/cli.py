@@ -1,0 +1,131 @@
+"""``omni-compile``: validate, show and export pipeline configs.
+
+Exit codes: 0 valid, 1 invalid config (every error at once), 2 usage error,
+unreadable file, YAML syntax error or an internal failure. Never a traceback
+for a user mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Sequence
+
+from omni_config import ConfigError, ConfigFileError, json_schema, load_config, resolve_model_source, split_overrides
+
+from . import render
+from .compiler import compile
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+_EPILOG = """\
+overrides:
+  Deployment-tier fields can be set on the command line after FILE, typed by the schema:
+    --stages.NAME.process P            put a stage in OS process P
+    --stages.NAME.gpu 0                (or 0,1 for one GPU per TP rank)
+    --stages.NAME.tp_size 2
+    --stages.NAME.runtime.resources.total_gpu_memory_fraction 0.1
+    --stages.NAME.factory_args.ARG VALUE
+    --processes.P.num_replicas 2       (creates the processes entry)
+    --processes.P.replica_devices 1,2  (or [1,2])
+    --placement.max_total_gpu_memory_fraction_per_gpu 0.95
+  --a.b=v works too. Wiring, factories and the process-local contract belong to
+  the model's pipeline file and cannot be overridden.
+
+exit codes: 0 valid, 1 invalid config, 2 usage error / unreadable file / YAML syntax
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="omni-compile",
+        description="Compile an omni pipeline config into its process topology and check every rule of the spec "
+        "(process-local contract, TP, replicas, graph, GPU memory fractions) before anything starts.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="{validate,show,schema}")
+    sub.required = True
+    for name, formats, help_text in (
+        ("validate", ("text", "json"), "check a config; print the process table (exit 0) or every error (exit 1)"),
+        ("show", ("text", "json", "mermaid", "dot"), "print the compiled topology: table, replicas, TP ranks, cross-process edges, GPU budget"),
+    ):
+        cmd = sub.add_parser(name, help=help_text, description=help_text, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        cmd.add_argument("config", metavar="FILE", help="a full pipeline file, a deployment file (extends:), or a registered model name")
+        cmd.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
+        cmd.add_argument("--gpus", type=int, metavar="N", help="check GPU ids against a machine with N GPUs")
+    schema = sub.add_parser("schema", help="print the JSON Schema of pipeline files", description="print the JSON Schema of pipeline files")
+    schema.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    positional, overrides = split_overrides(args_list)
+    parser = _parser()
+    try:
+        args = parser.parse_args(positional)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        return _run(args, overrides)
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # a tool failure, not a user mistake
+        if os.environ.get("OMNI_DEBUG"):
+            raise
+        print(f"omni-compile: internal error: {type(exc).__name__}: {exc} (set OMNI_DEBUG=1 for a traceback)", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _run(args: argparse.Namespace, overrides: list[str]) -> int:
+    if args.command == "schema":
+        if overrides:
+            print(f"omni-compile schema: takes no overrides, got {overrides[0]}", file=sys.stderr)
+            return EXIT_USAGE
+        text = json.dumps(json_schema(), indent=2)
+        if args.output:
+            try:
+                with open(args.output, "w", encoding="utf-8") as handle:
+                    handle.write(text + "\n")
+            except OSError as exc:
+                print(f"omni-compile: cannot write {args.output}: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+        else:
+            print(text)
+        return EXIT_OK
+    as_json = args.format == "json"
+    try:
+        source = resolve_model_source(args.config)
+        topology = compile(load_config(source, overrides), num_gpus=args.gpus)
+    except ConfigFileError as exc:
+        _report(exc, as_json)
+        return EXIT_USAGE
+    except ConfigError as exc:
+        _report(exc, as_json)
+        return EXIT_INVALID
+    if as_json:
+        print(render.to_json(topology))
+    elif args.format == "mermaid":
+        print(render.mermaid(topology))
+    elif args.format == "dot":
+        print(render.dot(topology))
+    elif args.command == "validate":
+        print(render.table(topology))
+        print(f"\nvalid: {args.config} ({len(topology.instances)} OS process(es), {len(topology.cross_process_edges)} cross-process edge(s))")
+    else:
+        print(render.text(topology))
+    return EXIT_OK
+
+
+def _report(exc: ConfigError | ConfigFileError, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(exc.to_dict(), indent=2))
+    else:
+        print(str(exc), file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

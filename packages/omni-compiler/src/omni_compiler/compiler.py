@@ -1,0 +1,66 @@
+"""``compile(config) -> CompiledTopology``: every step of DESIGN.md section 4.
+
+Pure: no I/O, no driver queries; every independent problem is collected and
+raised together as one :class:`TopologyError`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from omni_config import ConfigIssue, PipelineConfig, load_config
+
+from .errors import TopologyError
+from .graph import build_edges, check_contract, check_graph, check_names
+from .grouping import declared_process, group
+from .placement import check_placement
+from .topology import CompiledStage, CompiledTopology
+
+
+def compile(config: PipelineConfig, num_gpus: int | None = None) -> CompiledTopology:  # noqa: A001 - the spec's name
+    issues: list[ConfigIssue] = []
+    if num_gpus is not None and num_gpus < 1:
+        issues.append(ConfigIssue("--gpus", "the device count must be at least 1", "pass --gpus N with N >= 1", value=num_gpus))
+        num_gpus = None
+    names = check_names(config, issues)
+    grouping = group(config, issues)
+    edges = build_edges(config, grouping.processes, names)
+    check_contract(config, edges, grouping.processes, names, issues)
+    check_graph(config, edges, names, issues)
+    gpus = check_placement(config, grouping, num_gpus, issues)
+    if issues:
+        raise TopologyError(issues)
+    stages = tuple(
+        CompiledStage(
+            name=s.name,
+            factory=s.factory,
+            process=declared_process(s),
+            next=tuple(s.next),
+            stream_to=tuple(s.stream_to),
+            wait_for=tuple(s.wait_for),
+            merge_fn=s.merge_fn,
+            route_fn=s.route_fn,
+            terminal=s.terminal,
+            factory_args=dict(s.factory_args),
+            env=dict(s.env),
+            tp_size=s.tp_size,
+            gpu=s.gpu_ids,
+            memory_fraction=s.memory_fraction,
+        )
+        for s in config.stages
+    )
+    return CompiledTopology(
+        name=config.name,
+        entry_stage=config.entry,
+        stages=stages,
+        processes=grouping.processes,
+        instances=grouping.instances,
+        edges=edges,
+        gpus=gpus,
+        num_gpus=num_gpus if num_gpus is not None else config.placement.num_gpus,
+    )
+
+
+def compile_file(path: str | Path, overrides: Sequence[str] = (), num_gpus: int | None = None) -> CompiledTopology:
+    return compile(load_config(path, overrides), num_gpus=num_gpus)

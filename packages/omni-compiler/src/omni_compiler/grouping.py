@@ -1,0 +1,136 @@
+"""Steps 1-3: stages -> declared processes -> OS-process groups (TP) -> instances (replicas)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from omni_config import ConfigIssue, PipelineConfig, StageConfig
+from omni_config.suggest import did_you_mean
+
+from .topology import CompiledProcess, ProcessInstance, StagePlacement
+
+_TP_NAME = re.compile(r"_tp\d+$")
+
+
+@dataclass(frozen=True)
+class Grouping:
+    processes: tuple[CompiledProcess, ...]
+    instances: tuple[ProcessInstance, ...]
+    placed_by_replica_devices: frozenset[str]
+    """Instances whose GPU comes from ``processes.<P>.replica_devices``."""
+
+
+def declared_process(stage: StageConfig) -> str:
+    return stage.process or stage.name
+
+
+def group(config: PipelineConfig, issues: list[ConfigIssue]) -> Grouping:
+    declared: dict[str, list[StageConfig]] = {}
+    for stage in config.stages:
+        declared.setdefault(declared_process(stage), []).append(stage)
+
+    processes: list[CompiledProcess] = []
+    for name, members in declared.items():
+        tp_stages = [s for s in members if s.tp_size > 1]
+        if len(tp_stages) > 1:
+            names = ", ".join(s.name for s in tp_stages)
+            for s in tp_stages[1:]:
+                issues.append(ConfigIssue(
+                    f"stages.{s.name}.process", f"stages {names} all have tp_size > 1 in process '{name}'; their rank processes '{name}_tp<rank>' would collide",
+                    f"give {s.name} its own process: --stages.{s.name}.process {s.name}", value=name))
+        plain = tuple(s.name for s in members if s.tp_size == 1)
+        num_replicas = config.processes[name].num_replicas if name in config.processes else 1
+        replicated_by = name if name in config.processes else None
+        if plain:
+            processes.append(CompiledProcess(name, plain, name, None, 1, num_replicas, replicated_by))
+        if tp_stages:
+            tp = tp_stages[0]
+            for rank in range(tp.tp_size):
+                rank_name = f"{name}_tp{rank}"
+                if rank_name in declared:
+                    issues.append(ConfigIssue(
+                        f"stages.{tp.name}.tp_size", f"tensor parallelism names the rank process '{rank_name}', which is already a declared process",
+                        f"rename the process '{rank_name}' or give {tp.name} another process name", value=tp.tp_size))
+                processes.append(CompiledProcess(rank_name, (tp.name,), name, rank, tp.tp_size, num_replicas, replicated_by))
+        for s in members:
+            if s.gpu is not None and len(s.gpu_ids) != s.tp_size:
+                    issues.append(ConfigIssue(
+                        f"stages.{s.name}.gpu", f"gpu lists one GPU id per TP rank: {len(s.gpu_ids)} id(s) for tp_size {s.tp_size}",
+                        f"give {s.tp_size} GPU id(s), e.g. --stages.{s.name}.gpu {','.join(str(i) for i in range(s.tp_size))}" if s.tp_size > 1 else f"give one id: --stages.{s.name}.gpu {s.gpu_ids[0] if s.gpu_ids else 0}",
+                        value=s.gpu))
+
+    for key in config.processes:
+        if key not in declared:
+            issues.append(ConfigIssue(f"processes.{key}", "no stage runs in this process", did_you_mean(key, declared, "process names"), value=key))
+
+    stages_by_name = {s.name: s for s in config.stages}
+    instances: list[ProcessInstance] = []
+    moved: set[str] = set()
+    device_groups = _device_groups(config, declared, issues)
+    for process in processes:
+        groups = device_groups.get(process.declared_process)
+        for replica in range(process.num_replicas):
+            suffix = f"@r{replica}" if process.num_replicas > 1 else ""
+            placements = []
+            for stage_name in process.stages:
+                stage = stages_by_name[stage_name]
+                rank = process.tp_rank
+                gpu = _gpu_of(stage, rank)
+                if groups is not None and gpu is not None:
+                    gpu = groups[replica][rank if rank is not None else 0]
+                placements.append(StagePlacement(stage_name, stage_name + suffix, rank, stage.tp_size, gpu, stage.memory_fraction))
+            instance_name = process.name + suffix
+            if groups is not None:
+                moved.add(instance_name)
+            instances.append(ProcessInstance(instance_name, process.name, replica if process.num_replicas > 1 else None, tuple(placements)))
+    return Grouping(tuple(processes), tuple(instances), frozenset(moved))
+
+
+def _gpu_of(stage: StageConfig, rank: int | None) -> int | None:
+    ids = stage.gpu_ids
+    if not ids:
+        return None
+    index = rank or 0
+    return ids[index] if index < len(ids) else ids[0]
+
+
+def _device_groups(config: PipelineConfig, declared: dict[str, list[StageConfig]], issues: list[ConfigIssue]) -> dict[str, list[tuple[int, ...]]]:
+    """replica_devices split into one consecutive group of tp_size ids per replica."""
+    out: dict[str, list[tuple[int, ...]]] = {}
+    for name, settings in config.processes.items():
+        members = declared.get(name)
+        if members is None:
+            continue
+        group_size = max(s.tp_size for s in members)
+        is_gpu = any(s.gpu is not None for s in members)
+        devices = settings.replica_devices
+        path = f"processes.{name}.replica_devices"
+        if devices is None:
+            if settings.num_replicas > 1 and is_gpu:
+                example = ",".join(str(i) for i in range(settings.num_replicas * group_size))
+                issues.append(ConfigIssue(path, f"process '{name}' has GPU stages and num_replicas {settings.num_replicas}; replicated GPU processes need replica_devices ({settings.num_replicas} x tp_size {group_size} ids)",
+                                          f"--processes.{name}.replica_devices {example}"))
+            continue
+        if not is_gpu:
+            issues.append(ConfigIssue(path, f"process '{name}' has no GPU stage (no stage declares gpu), so replica_devices has nothing to place", f"remove {path}, or declare gpu on the process's GPU stages", value=devices))
+            continue
+        expected = settings.num_replicas * group_size
+        if len(devices) != expected:
+            issues.append(ConfigIssue(path, f"needs num_replicas x tp_size = {settings.num_replicas} x {group_size} = {expected} GPU ids, got {len(devices)}",
+                                      f"give exactly {expected} ids, one consecutive group of {group_size} per replica", value=devices))
+            continue
+        groups = [tuple(devices[i * group_size:(i + 1) * group_size]) for i in range(settings.num_replicas)]
+        bad = False
+        for index, grp in enumerate(groups):
+            if len(set(grp)) != len(grp):
+                bad = True
+                issues.append(ConfigIssue(path, f"replica {index} repeats a GPU inside its group {list(grp)}; ids must be unique inside a replica's group (they may repeat across replicas)",
+                                          "give each TP rank of a replica its own GPU", value=devices))
+        if not bad:
+            out[name] = groups
+    return out
+
+
+def reserved_tp_name(name: str) -> bool:
+    return bool(_TP_NAME.search(name))
