@@ -1,0 +1,345 @@
+"""``omni``: serve a pipeline over HTTP, synthesize one utterance, show the topology.
+
+Every subcommand resolves the pipeline the same way (``--config FILE``, else
+``--model-path ID``, else the espeak reference pipeline), applies dotted
+overrides (``--stages.vocoder.process vocoder``) and compiles once, so what
+``omni topology`` prints is exactly what ``omni serve`` spawns.
+
+Exit codes: 0 success; 1 a mistake the user fixes (config, port, output path);
+2 a tool failure (unreadable file, a stage that fails to start or to run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+DEFAULT_MODEL = "omni/espeak"
+
+_OVERRIDES_HELP = """\
+pipeline overrides (any flag with a dot in its name):
+  --stages.NAME.FIELD VALUE       e.g. --stages.vocoder.process vocoder
+  --stages.NAME.runtime.resources.total_gpu_memory_fraction 0.1
+  --processes.P.num_replicas 2    --processes.P.replica_devices 1,2
+  --placement.FIELD VALUE         --a.b=VALUE works too
+"""
+
+
+class UserError(Exception):
+    """A mistake on the command line; printed without a traceback, exit 1."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A compiled topology and the names it is served under."""
+
+    topology: Any
+    model_id: str
+    model_path: str | None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from omni_config import split_overrides
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest, overrides = split_overrides(argv)
+    parser = build_parser()
+    args = parser.parse_args(rest)
+    args.overrides = overrides
+    if getattr(args, "func", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("omni: interrupted", file=sys.stderr)
+        return 130
+    except BaseException as exc:  # config, startup, bind and user errors: a message, never a traceback
+        code = _known_error_exit(exc)
+        if code is None:
+            raise
+        print(_known_error_text(exc), file=sys.stderr)
+        return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="omni",
+        description="Run an omni TTS pipeline: serve it over an OpenAI-compatible HTTP API, "
+        "synthesize one utterance, or show its process topology.",
+        epilog=_OVERRIDES_HELP + f"\nWith neither --config nor --model-path the {DEFAULT_MODEL} reference pipeline is used.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    serve = _subparser(sub, "serve", "serve the pipeline over HTTP (POST /v1/audio/speech, /v1/models, /health, /metrics)")
+    _pipeline_args(serve)
+    _runtime_args(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s, local only)")
+    serve.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one (default: %(default)s)")
+    serve.add_argument(
+        "--served-model-name",
+        action="append",
+        metavar="NAME",
+        help="model id clients send in 'model' (repeatable; default: --model-path, else the pipeline name)",
+    )
+    serve.add_argument("--max-input-chars", type=_positive_int, default=4096, help="longest accepted 'input' (default: %(default)s)")
+    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="uvicorn log level")
+    serve.set_defaults(func=_cmd_serve)
+
+    synth = _subparser(sub, "synthesize", "synthesize one utterance to an audio file through the same runtime")
+    synth.add_argument("text", help="the text to speak")
+    synth.add_argument("-o", "--output", required=True, help="output file ('-' writes to stdout)")
+    _pipeline_args(synth)
+    _runtime_args(synth)
+    synth.add_argument("--voice", default=None, help="voice name passed to the pipeline")
+    synth.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4.0 (default: %(default)s)")
+    synth.add_argument("--format", choices=["wav", "pcm", "flac"], default=None, help="audio format (default: from the output suffix, else wav)")
+    synth.set_defaults(func=_cmd_synthesize)
+
+    topo = _subparser(sub, "topology", "print the compiled process topology (same as omni-compile show)")
+    _pipeline_args(topo)
+    topo.add_argument("--gpus", type=_nonnegative_int, default=None, help="number of GPUs to check GPU ids against")
+    topo.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: %(default)s)")
+    topo.set_defaults(func=_cmd_topology)
+
+    _bench_parser(sub)
+    return parser
+
+
+def _subparser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    return sub.add_parser(
+        name,
+        help=help_text,
+        description=help_text[0].upper() + help_text[1:] + ".",
+        epilog=_OVERRIDES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _pipeline_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="pipeline file, or deployment file with 'extends:'")
+    parser.add_argument("--model-path", metavar="ID", help=f"registered model id or pipeline file/folder (default: {DEFAULT_MODEL})")
+
+
+def _runtime_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default=None, help="'cpu' runs GPU-declared stages on the CPU (default: the declared placement)")
+    parser.add_argument("--gpus", type=_nonnegative_int, default=None, help="number of GPUs to check GPU ids against")
+    parser.add_argument("--startup-timeout", type=float, default=120.0, help="seconds every process gets to build its stages (default: %(default)s)")
+
+
+def _bench_parser(sub: Any) -> None:
+    try:
+        from omni_runtime import workload_bench
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("omni_runtime.workload_bench",):
+            raise
+        bench = _subparser(sub, "bench", "workload benchmark (unavailable: omni_runtime.workload_bench is not installed)")
+        bench.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        bench.set_defaults(func=_bench_missing)
+        return
+    bench = _subparser(sub, "bench", "run a workload benchmark against a pipeline")
+    workload_bench.add_arguments(bench)
+    bench.set_defaults(func=workload_bench.run)
+
+
+def _bench_missing(args: argparse.Namespace) -> int:
+    print(
+        "error: omni bench is not available: the module omni_runtime.workload_bench is not installed\n"
+        "  fix:  install an omni-runtime that ships it (pip install -e packages/omni-runtime)",
+        file=sys.stderr,
+    )
+    return 2
+
+
+# -- commands ---------------------------------------------------------------
+
+
+def _cmd_topology(args: argparse.Namespace) -> int:
+    pipeline = load_pipeline(args)
+    if args.format == "json":
+        print(pipeline.topology.to_json())
+    else:
+        from omni_compiler import render
+
+        print(render.text(pipeline.topology))
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .serving.app import ServingSettings
+    from .serving.request import SpeechLimits
+    from .serving.server import ServeOptions, bind, serve_runtime
+
+    pipeline = load_pipeline(args)
+    models = tuple(dict.fromkeys(args.served_model_name or [pipeline.model_id]))
+    settings = ServingSettings(models=models, limits=SpeechLimits(max_input_chars=args.max_input_chars))
+    options = ServeOptions(host=args.host, port=args.port, log_level=args.log_level)
+    sock = bind(options.host, options.port)
+
+    async def run() -> None:
+        runtime = _runtime(pipeline, args, log=_stdout)
+        try:
+            await runtime.start()
+        except BaseException:
+            sock.close()
+            await _quiet_shutdown(runtime)
+            raise
+        await serve_runtime(runtime, settings, options, sock, announce=_stdout)
+
+    asyncio.run(run())
+    return 0
+
+
+def _cmd_synthesize(args: argparse.Namespace) -> int:
+    from .serving.audio import encode
+    from .serving.request import MAX_SPEED, MIN_SPEED
+    from .serving.synthesis import collect_audio
+
+    if not args.text.strip():
+        raise UserError("error: the text is empty\n  fix:  pass the words to speak, e.g. omni synthesize \"Hello.\" -o out.wav")
+    if not MIN_SPEED <= args.speed <= MAX_SPEED:
+        raise UserError(f"error: --speed = {args.speed}\n  rule: speed must be between {MIN_SPEED} and {MAX_SPEED}\n  fix:  pass --speed 1.0")
+    fmt = args.format or _format_from_suffix(args.output)
+    out = None if args.output == "-" else Path(args.output)
+    if out is not None and not out.parent.is_dir():
+        raise UserError(f"error: -o {args.output}\n  rule: the folder {str(out.parent)!r} does not exist\n  fix:  create it or write somewhere else")
+    pipeline = load_pipeline(args)
+    data = {"text": args.text, "voice": args.voice, "speed": float(args.speed), "response_format": fmt, "stream": False}
+
+    async def run() -> Any:
+        runtime = _runtime(pipeline, args, log=_stderr)
+        try:
+            await runtime.start()
+            handle = await runtime.submit(data)
+            return await collect_audio(handle)
+        finally:
+            await _quiet_shutdown(runtime)
+
+    audio = asyncio.run(run())
+    payload = encode(audio, fmt)
+    if out is None:
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+    else:
+        _write_atomic(out, payload)
+        seconds = audio.frames / audio.sample_rate
+        print(f"wrote {out} ({fmt}, {seconds:.2f} s, {audio.sample_rate} Hz, {audio.channels} channel{'s' if audio.channels != 1 else ''})")
+    return 0
+
+
+# -- shared -----------------------------------------------------------------
+
+
+def load_pipeline(args: argparse.Namespace) -> Pipeline:
+    """Load, override and compile the pipeline the arguments name."""
+    from omni_compiler import compile as compile_topology
+    from omni_config import load_config, load_model
+
+    overrides = list(getattr(args, "overrides", ()))
+    if args.config:
+        config = load_config(args.config, overrides)
+        model_id = args.model_path or config.name or Path(args.config).stem
+    else:
+        model_id = args.model_path or DEFAULT_MODEL
+        config = load_model(model_id, overrides)
+    topology = compile_topology(config, num_gpus=getattr(args, "gpus", None))
+    return Pipeline(topology=topology, model_id=model_id, model_path=args.model_path)
+
+
+def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
+    from omni_runtime import Runtime
+
+    return Runtime(
+        pipeline.topology,
+        device=args.device,
+        startup_timeout=args.startup_timeout,
+        model_path=pipeline.model_path,
+        log=log,
+    )
+
+
+async def _quiet_shutdown(runtime: Any) -> None:
+    try:
+        await runtime.shutdown()
+    except Exception as exc:  # already failing or stopped: the original error matters more
+        print(f"omni: runtime shutdown: {exc}", file=sys.stderr)
+
+
+def _known_error_exit(exc: BaseException) -> int | None:
+    from omni_config import ConfigError, ConfigFileError
+
+    from .errors import RequestFailed, StartupError
+    from .serving.audio import AudioError
+    from .serving.server import BindError
+
+    if isinstance(exc, (ConfigError, ConfigFileError, UserError, BindError)):
+        return int(getattr(exc, "exit_code", 1))
+    if isinstance(exc, (StartupError, RequestFailed, AudioError)):
+        return 2
+    return None
+
+
+def _known_error_text(exc: BaseException) -> str:
+    from omni_config import ConfigError
+
+    from .errors import RequestFailed, StartupError
+    from .serving.audio import AudioError
+
+    if isinstance(exc, ConfigError):
+        return exc.render()
+    if isinstance(exc, StartupError):
+        return "error: " + exc.render()
+    if isinstance(exc, RequestFailed):
+        return f"error: the request failed: {exc}"
+    if isinstance(exc, AudioError):
+        return f"error: the pipeline produced invalid audio: {exc}"
+    return str(exc)
+
+
+def _format_from_suffix(output: str) -> str:
+    suffix = Path(output).suffix.lower()
+    return {".wav": "wav", ".flac": "flac", ".pcm": "pcm", ".raw": "pcm"}.get(suffix, "wav")
+
+
+def _write_atomic(path: Path, payload: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(payload)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"error: cannot write {path}: {exc.strerror}\n  fix:  choose a writable output path") from None
+
+
+def _stdout(line: str) -> None:
+    print(line, flush=True)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _nonnegative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

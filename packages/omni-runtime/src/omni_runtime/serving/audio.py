@@ -1,0 +1,144 @@
+"""Audio encoding for the HTTP API and the CLI: float tensors in, file bytes out.
+
+Stages hand back float32 audio in [-1, 1] shaped ``[samples]`` or
+``[channels, samples]`` (docs/stage-contract.md). Clients want 16-bit PCM in a
+container they can play, so this module owns the one conversion (clip, scale,
+round, interleave) and the three containers the API offers. Kept free of
+FastAPI so ``omni synthesize`` and the server write identical bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+AUDIO_FORMATS: tuple[str, ...] = ("wav", "pcm", "flac")
+"""Formats the API produces; every other OpenAI format (mp3, opus, aac) is a 400."""
+
+STREAMING_FORMATS: tuple[str, ...] = ("wav", "pcm")
+"""Formats that can be sent chunk by chunk; FLAC needs its header rewritten at the end."""
+
+CONTENT_TYPES: dict[str, str] = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac"}
+
+_UNKNOWN_SIZE = 0xFFFFFFFF
+"""RIFF/data size used by streaming WAV headers: readers treat it as 'until end of stream'."""
+
+
+class AudioError(ValueError):
+    """A stage produced something that is not audio under the stage contract."""
+
+
+@dataclass(frozen=True)
+class PcmAudio:
+    """Interleaved signed 16-bit samples and what a container needs to describe them."""
+
+    samples: np.ndarray
+    """int16, shape ``[frames, channels]``."""
+    sample_rate: int
+
+    @property
+    def channels(self) -> int:
+        return int(self.samples.shape[1])
+
+    @property
+    def frames(self) -> int:
+        return int(self.samples.shape[0])
+
+    def to_bytes(self) -> bytes:
+        return self.samples.astype("<i2", copy=False).tobytes()
+
+
+def to_pcm16(audio: Any, sample_rate: Any) -> PcmAudio:
+    """Convert contract audio (torch tensor or numpy array) to interleaved int16.
+
+    Values outside [-1, 1] are clipped rather than wrapped, so an overshooting
+    vocoder clicks instead of producing full-scale noise.
+    """
+    if not isinstance(sample_rate, (int, np.integer)) or isinstance(sample_rate, bool) or int(sample_rate) <= 0:
+        raise AudioError(f"sample_rate must be a positive int, got {sample_rate!r}")
+    array = _as_float_array(audio)
+    if array.ndim == 1:
+        array = array[:, None]
+    elif array.ndim == 2:
+        array = array.T  # [channels, samples] -> [frames, channels]
+    else:
+        raise AudioError(f"audio must be shaped [samples] or [channels, samples], got shape {tuple(array.shape)}")
+    if array.shape[1] == 0:
+        raise AudioError("audio has zero channels")
+    if not np.all(np.isfinite(array)):
+        raise AudioError("audio contains NaN or infinite samples")
+    scaled = np.rint(np.clip(array, -1.0, 1.0) * 32767.0).astype(np.int16)
+    return PcmAudio(np.ascontiguousarray(scaled), int(sample_rate))
+
+
+def concat(parts: list[PcmAudio]) -> PcmAudio:
+    """Join streamed chunks; they must agree on rate and channel count."""
+    if not parts:
+        raise AudioError("no audio was produced")
+    first = parts[0]
+    for part in parts[1:]:
+        if part.sample_rate != first.sample_rate or part.channels != first.channels:
+            raise AudioError(
+                f"audio chunks disagree: {first.sample_rate} Hz x{first.channels} then {part.sample_rate} Hz x{part.channels}"
+            )
+    return PcmAudio(np.concatenate([p.samples for p in parts], axis=0), first.sample_rate)
+
+
+def encode(audio: PcmAudio, fmt: str) -> bytes:
+    """A complete file in ``fmt`` (one of :data:`AUDIO_FORMATS`)."""
+    if fmt == "pcm":
+        return audio.to_bytes()
+    if fmt == "wav":
+        data = audio.to_bytes()
+        return wav_header(audio.sample_rate, audio.channels, len(data)) + data
+    if fmt == "flac":
+        return _flac(audio)
+    raise AudioError(f"unsupported audio format {fmt!r}; supported: {', '.join(AUDIO_FORMATS)}")
+
+
+def wav_header(sample_rate: int, channels: int, data_bytes: int | None = None) -> bytes:
+    """A 44-byte PCM16 WAV header; ``data_bytes=None`` gives the streaming form.
+
+    The streaming form puts 0xFFFFFFFF in both size fields (the convention
+    ffmpeg, browsers and soundfile accept for a stream of unknown length).
+    """
+    block_align = channels * 2
+    if data_bytes is None:
+        riff_size = data_size = _UNKNOWN_SIZE
+    else:
+        data_size = data_bytes
+        riff_size = 36 + data_bytes
+    return (
+        b"RIFF"
+        + struct.pack("<I", riff_size)
+        + b"WAVE"
+        + b"fmt "
+        + struct.pack("<IHHIIHH", 16, 1, channels, sample_rate, sample_rate * block_align, block_align, 16)
+        + b"data"
+        + struct.pack("<I", data_size)
+    )
+
+
+def _flac(audio: PcmAudio) -> bytes:
+    import soundfile
+
+    buffer = io.BytesIO()
+    soundfile.write(buffer, audio.samples, audio.sample_rate, format="FLAC", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+def _as_float_array(audio: Any) -> np.ndarray:
+    if hasattr(audio, "detach") and hasattr(audio, "cpu"):  # a torch tensor, without importing torch here
+        tensor = audio.detach().cpu()
+        if tensor.is_floating_point() and str(tensor.dtype) != "torch.float32":
+            tensor = tensor.float()  # bfloat16/float16 have no numpy twin
+        audio = tensor.numpy()
+    if not isinstance(audio, np.ndarray):
+        raise AudioError(f"audio must be a tensor or array, got {type(audio).__name__}")
+    if not np.issubdtype(audio.dtype, np.floating):
+        raise AudioError(f"audio must be floating point in [-1, 1], got dtype {audio.dtype}")
+    return audio.astype(np.float32, copy=False)
