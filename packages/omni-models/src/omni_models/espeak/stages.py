@@ -1,0 +1,162 @@
+"""Stage factories of the espeak reference pipeline: preprocessing -> tts_engine => vocoder.
+
+Every handoff travels in ``StagePayload.data`` (the pipeline declares no
+process-local edge), so the three stages may share one process, as the default
+topology has them, or run in separate ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
+
+import torch
+
+from omni_runtime import StageContext, StagePayload
+
+from .engine import RATE_NORMAL, EspeakEngine, get_engine
+from .level import LevelNormalizer
+from .normalize import prepare
+from .resample import StreamingResampler
+
+#: OpenAI's preset voice names mapped to espeak-ng voices, so OpenAI clients work unchanged.
+OPENAI_VOICES = {
+    "alloy": "en-us",
+    "ash": "en-us+m3",
+    "ballad": "en-GB-x-rp",
+    "coral": "en-us+f3",
+    "echo": "en-us+m1",
+    "fable": "en",
+    "nova": "en-us+f2",
+    "onyx": "en-us+m7",
+    "sage": "en-us+f4",
+    "shimmer": "en-us+f1",
+    "verse": "en-GB-x-rp+m2",
+}
+MIN_SPEED, MAX_SPEED = 0.25, 4.0
+
+
+def _with_data(payload: StagePayload, data: dict[str, Any]) -> StagePayload:
+    return dataclasses.replace(payload, data=data)
+
+
+class Preprocessing:
+    """Normalise the request text and split it into sentences for streamed synthesis."""
+
+    def __init__(self, max_sentence_chars: int) -> None:
+        self.max_sentence_chars = max_sentence_chars
+
+    def process(self, payload: StagePayload) -> StagePayload:
+        text = payload.data.get("text")
+        if not isinstance(text, str):
+            raise ValueError(f"request field 'text' must be a string, got {type(text).__name__}")
+        prepared = prepare(text, self.max_sentence_chars)
+        if not prepared.sentences:
+            raise ValueError("text has nothing to speak after normalisation; send at least one letter or digit")
+        speed = payload.data.get("speed", 1.0)
+        speed = 1.0 if speed is None else float(speed)
+        if not MIN_SPEED <= speed <= MAX_SPEED:
+            raise ValueError(f"speed {speed} is outside [{MIN_SPEED}, {MAX_SPEED}]; send a value in that range (1.0 is normal)")
+        data = dict(payload.data)
+        data.update(normalized_text=prepared.normalized, sentences=list(prepared.sentences), speed=speed)
+        return _with_data(payload, data)
+
+
+class TtsEngine:
+    """Synthesise each sentence with libespeak-ng and stream its PCM to the vocoder as it is ready."""
+
+    def __init__(self, engine: EspeakEngine, default_voice: str, words_per_minute: int) -> None:
+        self.engine = engine
+        self.default_voice = default_voice
+        self.words_per_minute = words_per_minute
+
+    def voice_for(self, requested: str | None) -> str:
+        if not requested:
+            return self.default_voice
+        return OPENAI_VOICES.get(requested, requested)
+
+    def process(self, payload: StagePayload, ctx: StageContext) -> StagePayload:
+        data = payload.data
+        if "sentences" not in data:
+            raise ValueError(
+                "payload from preprocessing -> tts_engine carries no 'sentences'; "
+                "the preprocessing stage must run before tts_engine"
+            )
+        sentences = list(data["sentences"])
+        voice = self.voice_for(data.get("voice"))
+        wpm = self.words_per_minute * float(data.get("speed") or 1.0)
+        samples = 0
+        for index, sentence in enumerate(sentences):
+            if ctx.cancelled:
+                break
+            speech = self.engine.synthesize(sentence, voice=voice, words_per_minute=wpm)
+            samples += speech.pcm.shape[0]
+            ctx.emit({"pcm": speech.pcm, "sample_rate": speech.sample_rate, "sentence_index": index, "sentence": sentence})
+        return _with_data(
+            payload,
+            {
+                "voice": voice,
+                "num_sentences": len(sentences),
+                "source_sample_rate": self.engine.sample_rate,
+                "source_samples": samples,
+            },
+        )
+
+
+class Vocoder:
+    """Resample the engine's 22,050 Hz PCM to the output rate, normalise its level, stream it out."""
+
+    def __init__(self, sample_rate: int, normalizer: LevelNormalizer) -> None:
+        self.sample_rate = sample_rate
+        self.normalizer = normalizer
+
+    def consume(self, chunks: Iterable[dict[str, Any]], ctx: StageContext) -> StagePayload:
+        resampler: StreamingResampler | None = None
+        emitted = 0
+        pieces = 0
+        for chunk in chunks:
+            pcm = chunk["pcm"]
+            if pcm.dtype != torch.int16:
+                raise TypeError(f"tts_engine -> vocoder chunk 'pcm' must be int16 PCM, got {pcm.dtype}")
+            if resampler is None:
+                resampler = StreamingResampler(int(chunk["sample_rate"]), self.sample_rate)
+            audio = resampler.process(pcm.to(torch.float32) / 32768.0)
+            emitted += self._emit(ctx, audio)
+            pieces += 1
+        if resampler is not None:
+            emitted += self._emit(ctx, resampler.flush())
+        upstream = ctx.upstream_payload
+        data = {
+            "sample_rate": self.sample_rate,
+            "channels": 1,
+            "num_samples": emitted,
+            "duration_s": emitted / self.sample_rate,
+            "num_sentences": pieces,
+        }
+        if upstream is not None:
+            data["voice"] = upstream.data.get("voice")
+            return _with_data(upstream, data)
+        return StagePayload(request_id=ctx.request_id, data=data)
+
+    def _emit(self, ctx: StageContext, audio: torch.Tensor) -> int:
+        if audio.numel() == 0:
+            return 0
+        ctx.emit({"audio": self.normalizer.apply(audio).contiguous(), "sample_rate": self.sample_rate})
+        return int(audio.numel())
+
+
+def build_preprocessing(max_sentence_chars: int = 300) -> Preprocessing:
+    if max_sentence_chars < 20:
+        raise ValueError(f"factory_args.max_sentence_chars={max_sentence_chars} is too small; use at least 20")
+    return Preprocessing(max_sentence_chars)
+
+
+def build_tts_engine(default_voice: str = "en-us", words_per_minute: int = RATE_NORMAL) -> TtsEngine:
+    engine = get_engine()
+    # Select the default voice now, so a wrong factory argument fails at startup, not per request.
+    engine.synthesize("", voice=default_voice)
+    return TtsEngine(engine, default_voice, words_per_minute)
+
+
+def build_vocoder(sample_rate: int = 24000, target_rms_dbfs: float = -20.0, peak_ceiling: float = 0.97) -> Vocoder:
+    return Vocoder(sample_rate, LevelNormalizer(sample_rate, target_rms_dbfs=target_rms_dbfs, peak_ceiling=peak_ceiling))
