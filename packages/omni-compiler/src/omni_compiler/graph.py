@@ -136,7 +136,8 @@ def check_graph(config: PipelineConfig, edges: tuple[CompiledEdge, ...], names: 
     for stage in config.stages:
         if stage.name not in reachable:
             issues.append(ConfigIssue(f"stages.{stage.name}", f"unreachable from the entry stage '{entry}'", f"wire it from a reachable stage with next, or remove it", value=stage.name))
-    if not any(config.stage(n).terminal for n in reachable if n in names):
+    terminal = {s.name for s in config.stages if s.terminal}
+    if not reachable & terminal:
         issues.append(ConfigIssue("stages", f"no terminal stage is reachable from the entry stage '{entry}', so no request could complete", "mark the last stage terminal: true"))
 
 

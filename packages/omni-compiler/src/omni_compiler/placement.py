@@ -29,10 +29,11 @@ def check_placement(config: PipelineConfig, grouping: Grouping, num_gpus: int | 
     if count is not None:
         _check_ids(config, grouping, count, issues)
     missing: dict[str, set[int]] = {}
+    declared_of = {p.name: p.declared_process for p in grouping.processes}
     for instance in grouping.instances:
         if instance.name not in grouping.placed_by_replica_devices:
             continue
-        declared = grouping_process(grouping, instance.process)
+        declared = declared_of[instance.process]
         for p in instance.stages:
             if p.gpu is not None and p.memory_fraction is None:
                 missing.setdefault(p.stage, set()).add(p.gpu)
@@ -56,13 +57,6 @@ def check_placement(config: PipelineConfig, grouping: Grouping, num_gpus: int | 
                 f"lower stages' runtime.resources.total_gpu_memory_fraction on GPU {gpu}, or move a stage to another GPU",
                 value=limit))
     return tuple(GpuBudget(gpu, tuple(entries), limit) for gpu, entries in sorted(shares.items()))
-
-
-def grouping_process(grouping: Grouping, process_name: str) -> str:
-    for process in grouping.processes:
-        if process.name == process_name:
-            return process.declared_process
-    return process_name
 
 
 def _need_fraction(issues: list[ConfigIssue], stage: str, rule: str, limit: float) -> None:

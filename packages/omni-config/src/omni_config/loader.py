@@ -22,6 +22,7 @@ from .suggest import did_you_mean
 from .validation import issues_from_validation_error
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_EXTENDS_DEPTH = 16
 
 
@@ -38,14 +39,14 @@ def load_model(name_or_path: str | Path, overrides: Sequence[str] = ()) -> Pipel
 
 def resolve_model_source(name_or_path: str | Path) -> Path:
     text = str(name_or_path)
-    registered = resolve_model(text)
-    if registered is not None:
-        return registered
     candidate = Path(text)
     if candidate.is_dir():
         candidate = candidate / "pipeline.yaml"
     if candidate.is_file():
         return candidate
+    registered = resolve_model(text)
+    if registered is not None:
+        return registered
     issue = _unknown_model_issue("model_path", text)
     raise ConfigFileError(text, "no such file, and " + issue.rule, issue.fix)
 
@@ -102,7 +103,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigFileError(str(path), f"cannot read: {exc}", "check the file's permissions and encoding (UTF-8)") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_SafeLoader)
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)

@@ -8,10 +8,16 @@ resolved by locating the package directory and reading ``pipeline.yaml`` from it
 from __future__ import annotations
 
 import importlib.util
-from importlib.metadata import entry_points
 from pathlib import Path
 
 ENTRY_POINT_GROUP = "omni.models"
+
+
+def entry_points(group: str):
+    """Imported lazily: importlib.metadata costs ~50 ms, and a CLI given a file path never needs it."""
+    from importlib.metadata import entry_points as _entry_points
+
+    return _entry_points(group=group)
 _registered: dict[str, Path] = {}
 
 

@@ -1,0 +1,118 @@
+"""Compiler benchmark: compile time vs pipeline size, and CLI cold start.
+
+Prints a table. Targets (issue 2): 10,000 stages in under 1 s; 10x the stages
+within 15x the time; `omni-compile validate` cold start within 2x of
+`python -c "import pydantic, yaml"`. All numbers come from this one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from omni_compiler import compile
+from omni_config import PipelineConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+STAGES_PER_PROCESS = 4
+GPUS = 64
+
+
+def synthetic(num_stages: int) -> dict:
+    """A chain of stages, 4 per process, every 10th process replicated twice, every 25th stage TP=2.
+
+    GPU stages declare small fractions spread over 64 GPUs so every placement
+    rule runs; every 4th edge inside a process is declared process-local.
+    """
+    stages = []
+    processes = {}
+    edges = []
+    for i in range(num_stages):
+        proc_index = i // STAGES_PER_PROCESS
+        tp = 2 if i % 25 == 24 else 1
+        stage = {
+            "name": f"s{i}",
+            "factory": f"bench.stages:build_{i % 7}",
+            "process": f"s{i}_own" if tp > 1 else f"p{proc_index}",
+            "tp_size": tp,
+            "gpu": [(i + r) % GPUS for r in range(tp)] if tp > 1 else proc_index % GPUS,
+            "runtime": {"resources": {"total_gpu_memory_fraction": 0.001}},
+        }
+        if i + 1 < num_stages:
+            stage["next"] = f"s{i + 1}"
+            if i % 5 == 0:
+                stage["stream_to"] = f"s{i + 1}"
+        else:
+            stage["terminal"] = True
+        stages.append(stage)
+        if tp == 1 and i % STAGES_PER_PROCESS == 1 and (i + 1) % 25 != 24 and i + 1 < num_stages:
+            edges.append({"src": f"s{i}", "dst": f"s{i + 1}", "reason": "synthetic process-local handoff"})
+    for proc_index in range(0, (num_stages + STAGES_PER_PROCESS - 1) // STAGES_PER_PROCESS, 10):
+        processes[f"p{proc_index}"] = {"num_replicas": 2, "replica_devices": [proc_index % GPUS, (proc_index + 1) % GPUS]}
+    return {"name": f"synthetic-{num_stages}", "stages": stages, "processes": processes, "process_local_edges": edges}
+
+
+def best_of(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def cold_start(cmd: list[str], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    rows = []
+    for size in (100, 1_000, 10_000):
+        raw = synthetic(size)
+        config = PipelineConfig.model_validate(raw)
+        topology = compile(config)
+        validate_s = best_of(lambda: PipelineConfig.model_validate(raw), args.repeats)
+        compile_s = best_of(lambda: compile(config), args.repeats)
+        rows.append((size, len(topology.instances), len(topology.edges), validate_s, compile_s))
+
+    print("compile time (best of %d)" % args.repeats)
+    print(f"{'stages':>8} {'OS procs':>9} {'edges':>7} {'validate ms':>12} {'compile ms':>11} {'total ms':>9} {'x prev size':>12}")
+    prev = None
+    for size, procs, edges, validate_s, compile_s in rows:
+        total = validate_s + compile_s
+        ratio = f"{total / prev:.1f}x" if prev else "-"
+        print(f"{size:>8} {procs:>9} {edges:>7} {validate_s * 1e3:>12.1f} {compile_s * 1e3:>11.1f} {total * 1e3:>9.1f} {ratio:>12}")
+        prev = total
+    largest = rows[-1][3] + rows[-1][4]
+    growth = (rows[-1][3] + rows[-1][4]) / (rows[-2][3] + rows[-2][4])
+    print(f"10,000 stages: {largest:.3f} s (target < 1 s: {'met' if largest < 1 else 'MISSED'}); "
+          f"1,000 -> 10,000 growth {growth:.1f}x (target <= 15x: {'met' if growth <= 15 else 'MISSED'})")
+
+    exe = str(Path(sys.executable).with_name("omni-compile"))
+    baseline = cold_start([sys.executable, "-c", "import pydantic, yaml"], args.repeats * 2)
+    cli = cold_start([exe, "validate", "configs/higgs_tts.yaml"], args.repeats * 2)
+    print()
+    print("cold start (median of %d)" % (args.repeats * 2))
+    print(f"{'command':<48} {'ms':>8} {'ratio':>7}")
+    label = 'python -c "import pydantic, yaml"'
+    print(f"{label:<48} {baseline * 1e3:>8.1f} {'1.00':>7}")
+    print(f"{'omni-compile validate configs/higgs_tts.yaml':<48} {cli * 1e3:>8.1f} {cli / baseline:>7.2f}")
+    print(f"cold start ratio {cli / baseline:.2f} (target <= 2.0: {'met' if cli / baseline <= 2 else 'MISSED'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

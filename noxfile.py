@@ -1,0 +1,119 @@
+"""Sessions: one per package in its own venv, a compiler-only install, the
+cross-package integration suite, and the benchmarks.
+
+`nox` runs every test session; `nox -s bench` (and bench_*) run benchmarks.
+Sibling packages are installed from this checkout (they are not on PyPI), and
+torch is pinned through constraints.txt to the CPU build on local disk.
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+nox.options.sessions = ["omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = False
+
+CONSTRAINTS = ("-c", str(ROOT / "constraints.txt"))
+PKG = {name: str(ROOT / "packages" / name) for name in ("omni-config", "omni-compiler", "omni-runtime", "omni-models", "omni-lint")}
+LOCAL_DEPS = {
+    "omni-config": [],
+    "omni-compiler": ["omni-config"],
+    "omni-runtime": ["omni-config", "omni-compiler"],
+    "omni-models": ["omni-config", "omni-compiler", "omni-runtime"],
+    "omni-lint": ["omni-config"],
+}
+NEEDS_TORCH = {"omni-runtime", "omni-models"}
+
+
+def _install(session: nox.Session, package: str, extras: str = "[test]", editable: bool = True) -> None:
+    if package in NEEDS_TORCH:
+        session.install(*CONSTRAINTS, "torch==2.13.0")
+    args = []
+    for dep in LOCAL_DEPS[package]:
+        args += ["-e", PKG[dep]] if editable else [PKG[dep]]
+    target = PKG[package] + extras
+    args += ["-e", target] if editable else [target]
+    session.install(*CONSTRAINTS, *args)
+
+
+def _pytest(session: nox.Session, *paths: str) -> None:
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths, *session.posargs)
+
+
+def _package_session(package: str):
+    def session_fn(session: nox.Session) -> None:
+        _install(session, package)
+        _pytest(session, f"packages/{package}/tests")
+
+    session_fn.__doc__ = f"Install {package} (and its local deps) in its own venv and run its tests."
+    return session_fn
+
+
+for _name in PKG:
+    nox.session(name=_name.replace("-", "_"))(_package_session(_name))
+
+
+@nox.session
+def compiler_only(session: nox.Session) -> None:
+    """What CI users install: omni-config + omni-compiler alone (no torch, no libcst); validate every config."""
+    session.install(PKG["omni-config"], PKG["omni-compiler"])
+    session.run("python", "-c", (
+        "import importlib.util, sys\n"
+        "for heavy in ('torch', 'libcst', 'numpy', 'omni_runtime', 'omni_models', 'omni_lint'):\n"
+        "    assert importlib.util.find_spec(heavy) is None, heavy + ' must not be installed with omni-compiler'\n"
+        "import omni_config, omni_compiler, omni_compiler.cli\n"
+        "print('compiler-only install: torch and libcst are not importable')"
+    ))
+    for path in sorted(glob.glob(str(ROOT / "configs" / "*.yaml"))):
+        expected = 1 if path.endswith(".invalid.yaml") else 0
+        session.log(f"omni-compile validate {Path(path).name} (expect exit {expected})")
+        session.run("omni-compile", "validate", path, success_codes=[expected])
+        session.run("omni-compile", "show", path, "--format", "json", success_codes=[expected], silent=True)
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """Cross-package and end-to-end tests (tests/), with every package installed; lints omni-models."""
+    session.install(*CONSTRAINTS, "torch==2.13.0")
+    args = []
+    for name in PKG:
+        args += ["-e", PKG[name] + "[test]"]
+    session.install(*CONSTRAINTS, *args)
+    models = ROOT / "packages" / "omni-models" / "src" / "omni_models"
+    if models.is_dir():
+        session.run("omni-lint", str(models))
+    _pytest(session, "tests")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Compiler benchmark: compile time at 100 / 1,000 / 10,000 stages and CLI cold start."""
+    session.install(PKG["omni-config"], PKG["omni-compiler"])
+    session.run("python", "benchmarks/compile_bench.py", *session.posargs)
+
+
+@nox.session
+def bench_lint(session: nox.Session) -> None:
+    """omni-lint benchmark: the omni-models tree and synthetic trees."""
+    _install(session, "omni-lint", extras="")
+    session.run("python", "benchmarks/lint_bench.py", *session.posargs)
+
+
+@nox.session
+def bench_runtime(session: nox.Session) -> None:
+    """Runtime benchmark: transport throughput, per-hop latency, omni vs Ray Serve."""
+    _install(session, "omni-runtime", extras="[test]")
+    session.install(*CONSTRAINTS, "ray[serve]")
+    session.run("python", "benchmarks/runtime_bench.py", *session.posargs)
+
+
+@nox.session
+def bench_models(session: nox.Session) -> None:
+    """`omni bench` for every model: default vs fully split, concurrency 1 and 8, on the CPU."""
+    _install(session, "omni-models", extras="")
+    session.run("python", "benchmarks/models_bench.py", *session.posargs)
