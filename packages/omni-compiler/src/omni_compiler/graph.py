@@ -129,7 +129,7 @@ def check_graph(config: PipelineConfig, edges: tuple[CompiledEdge, ...], names: 
     adjacency: dict[str, list[str]] = {n: [] for n in names}
     for edge in edges:
         adjacency[edge.src].append(edge.dst)
-    for cycle in _cycles(config.stage_names, adjacency):
+    for cycle in _cycles(config.stage_names, adjacency) if _has_cycle(adjacency) else ():
         shown = " -> ".join((*cycle, cycle[0]))
         issues.append(ConfigIssue(f"stages.{cycle[-1]}.next", f"the stages form a cycle ({shown}), so a request could never finish", f"remove the edge {cycle[-1]} -> {cycle[0]}", value=cycle[0]))
     reachable = _reach(entry, adjacency)
@@ -139,6 +139,24 @@ def check_graph(config: PipelineConfig, edges: tuple[CompiledEdge, ...], names: 
     terminal = {s.name for s in config.stages if s.terminal}
     if not reachable & terminal:
         issues.append(ConfigIssue("stages", f"no terminal stage is reachable from the entry stage '{entry}', so no request could complete", "mark the last stage terminal: true"))
+
+
+def _has_cycle(adjacency: dict[str, list[str]]) -> bool:
+    """Kahn's algorithm: O(V + E), and most pipelines are DAGs, so the full search rarely runs."""
+    indegree = dict.fromkeys(adjacency, 0)
+    for targets in adjacency.values():
+        for target in targets:
+            indegree[target] += 1
+    ready = [n for n, d in indegree.items() if d == 0]
+    removed = 0
+    while ready:
+        node = ready.pop()
+        removed += 1
+        for target in adjacency[node]:
+            indegree[target] -= 1
+            if indegree[target] == 0:
+                ready.append(target)
+    return removed != len(adjacency)
 
 
 def _reach(start: str, adjacency: dict[str, list[str]]) -> set[str]:

@@ -136,10 +136,12 @@ def _runtime_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _bench_parser(sub: Any) -> None:
+    import importlib
+
     try:
-        from omni_runtime import workload_bench
+        workload_bench = importlib.import_module("omni_runtime.workload_bench")
     except ModuleNotFoundError as exc:
-        if exc.name not in ("omni_runtime.workload_bench",):
+        if exc.name != "omni_runtime.workload_bench":
             raise
         bench = _subparser(sub, "bench", "workload benchmark (unavailable: omni_runtime.workload_bench is not installed)")
         bench.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
