@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 #: ``@r<digits>`` names replica instances; users may not put it in their own names.
 RESERVED_REPLICA_SUFFIX = re.compile(r"@r\d+")
@@ -52,7 +52,13 @@ def _gpu_spec(value: Any) -> Any:
     raise ValueError("a GPU id must be an integer >= 0 or a non-empty list of them (one per TP rank)")
 
 
-NameList = Annotated[list[str], BeforeValidator(_name_list)]
+def _process_key(value: Any) -> str:
+    return _check_name(value, "process name")
+
+
+NameList = Annotated[list[str], BeforeValidator(_name_list, json_schema_input_type=str | list[str] | None)]
+#: A ``processes`` key, checked per key so an error names ``processes.<key>``.
+ProcessName = Annotated[str, AfterValidator(_process_key)]
 GpuSpec = Annotated[int | list[int] | None, BeforeValidator(_gpu_spec)]
 
 
@@ -128,7 +134,7 @@ class ProcessConfig(_Frozen):
         description="num_replicas * tp_size GPU ids, one consecutive group per replica. Moves the process even with num_replicas: 1.",
     )
 
-    @field_validator("replica_devices", mode="before")
+    @field_validator("replica_devices", mode="before", json_schema_input_type=int | list[int] | None)
     @classmethod
     def _devices(cls, value: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
@@ -159,16 +165,9 @@ class PipelineConfig(_Frozen):
     name: str | None = Field(default=None, description="Model name served by this pipeline.")
     entry_stage: str | None = Field(default=None, description="Stage that admits requests; defaults to the first stage.")
     stages: list[StageConfig] = Field(min_length=1)
-    processes: dict[str, ProcessConfig] = Field(default_factory=dict)
+    processes: dict[ProcessName, ProcessConfig] = Field(default_factory=dict)
     placement: PlacementConfig = Field(default_factory=PlacementConfig)
     process_local_edges: list[ProcessLocalEdge] = Field(default_factory=list)
-
-    @field_validator("processes")
-    @classmethod
-    def _process_keys(cls, value: dict[str, ProcessConfig]) -> dict[str, ProcessConfig]:
-        for key in value:
-            _check_name(key, "process name")
-        return value
 
     @property
     def entry(self) -> str:
