@@ -1,0 +1,173 @@
+"""Stage objects shared by the models: the AR engine driver and the streaming codec vocoder.
+
+They follow docs/stage-contract.md: ``process(payload, ctx)`` returns a payload built with
+``dataclasses.replace`` (so model code never constructs runtime types), a streaming producer
+calls ``ctx.emit`` per chunk, a streaming consumer implements ``consume(chunks, ctx)``, and a
+terminal stage streams ``{"audio", "sample_rate"}`` chunks to the client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .codec import CodecDecoder, StreamingDecode
+
+
+def with_data(payload: Any, data: dict[str, Any]) -> Any:
+    """The same request's payload with new data (works for any dataclass payload type)."""
+    return dataclasses.replace(payload, data=data)
+
+
+def is_cancelled(ctx: Any) -> bool:
+    return bool(getattr(ctx, "cancelled", False))
+
+
+def require(data: dict[str, Any], key: str, model: str, stage: str) -> Any:
+    """A payload field a stage needs; its absence means the upstream stage broke the contract."""
+    if key not in data:
+        raise KeyError(f"{model}: stage {stage} needs payload field {key!r}, which the upstream stage did not send")
+    return data[key]
+
+
+def chunk_frames(frames: Iterable[torch.Tensor], first: int, size: int) -> Iterator[tuple[int, torch.Tensor]]:
+    """Group frames ``[K]`` into ``(start_frame, codes [K, n])``: a small first chunk for a fast
+    first audio packet, then ``size`` frames per chunk."""
+    buf: list[torch.Tensor] = []
+    start = 0
+    target = first
+    for frame in frames:
+        buf.append(frame)
+        if len(buf) >= target:
+            yield start, torch.stack(buf, dim=1)
+            start += len(buf)
+            buf, target = [], size
+    if buf:
+        yield start, torch.stack(buf, dim=1)
+
+
+def emit_codes(ctx: Any, frames: Iterable[torch.Tensor], *, first: int, size: int, extra: dict[str, Any] | None = None) -> int:
+    """Stream frames to the vocoder as ``{"codes", "start_frame"}`` chunks (``extra`` rides on the
+    first chunk). Returns the number of frames sent."""
+    total = 0
+    for start, codes in chunk_frames(frames, first, size):
+        chunk: dict[str, Any] = {"codes": codes.cpu(), "start_frame": start}
+        if start == 0 and extra:
+            chunk.update(extra)
+        ctx.emit(chunk)
+        total += codes.shape[1]
+    return total
+
+
+@dataclass(frozen=True)
+class AudioFormat:
+    sample_rate: int
+    channels: int
+
+    def shape(self, audio: torch.Tensor) -> torch.Tensor:
+        """``[channels, n]`` -> the contract's ``[n]`` (mono) or ``[channels, n]``, float32 on CPU."""
+        audio = audio.detach().to("cpu", torch.float32)
+        return audio[0].contiguous() if self.channels == 1 else audio.contiguous()
+
+
+class CodecVocoder:
+    """Terminal vocoder: code chunks -> latents (``frontend``) -> streaming codec decoder -> audio.
+
+    ``frontend(first_chunk_data)`` returns the per-request function mapping codes ``[K, n]`` to
+    decoder input ``[dim, m]`` (a plain RVQ lookup, or CosyVoice3's flow-matching mel).
+    As a streaming consumer it decodes each chunk as it arrives; as a plain ``next`` target it
+    decodes ``data["codes"]`` in chunks of ``chunk_frames``. Either way it emits audio chunks.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        stage: str,
+        frontend: Callable[[dict[str, Any]], Callable[[torch.Tensor], torch.Tensor]],
+        decoder: CodecDecoder,
+        audio: AudioFormat,
+        device: str,
+        chunk_frames: int = 25,
+    ):
+        self.model, self.stage = model, stage
+        self.frontend, self.decoder, self.audio, self.device = frontend, decoder, audio, device
+        self.chunk_frames = chunk_frames
+
+    def _decode(self, chunks: Iterable[dict[str, Any]], ctx: Any) -> tuple[int, int]:
+        stream = StreamingDecode(self.decoder)
+        to_latents = None
+        frames = samples = 0
+        for chunk in chunks:
+            if is_cancelled(ctx):
+                break
+            codes = require(chunk, "codes", self.model, self.stage)
+            if to_latents is None:
+                to_latents = self.frontend(chunk)
+            with torch.inference_mode():
+                audio = stream.push(to_latents(codes.to(self.device)))
+            frames += codes.shape[1]
+            samples += audio.shape[-1]
+            ctx.emit({"audio": self.audio.shape(audio), "sample_rate": self.audio.sample_rate})
+        return frames, samples
+
+    def _summary(self, frames: int, samples: int) -> dict[str, Any]:
+        return {
+            "sample_rate": self.audio.sample_rate,
+            "channels": self.audio.channels,
+            "num_frames": frames,
+            "num_samples": samples,
+            "duration_s": samples / self.audio.sample_rate,
+        }
+
+    def consume(self, chunks: Iterable[dict[str, Any]], ctx: Any) -> Any:
+        frames, samples = self._decode(chunks, ctx)
+        return with_data(ctx.upstream_payload, self._summary(frames, samples))
+
+    def process(self, payload: Any, ctx: Any) -> Any:
+        data = payload.data
+        codes = require(data, "codes", self.model, self.stage)
+        if codes.dim() != 2 or codes.shape[1] == 0:
+            raise ValueError(f"{self.model}: stage {self.stage} got codes of shape {tuple(codes.shape)}; expected [K, frames>0]")
+        extra = {k: v for k, v in data.items() if k != "codes"}
+        pieces = (
+            {**extra, "codes": codes[:, i : i + self.chunk_frames]} for i in range(0, codes.shape[1], self.chunk_frames)
+        )
+        frames, samples = self._decode(pieces, ctx)
+        return with_data(payload, self._summary(frames, samples))
+
+
+class AREngine:
+    """Drives ``generate_frames`` for one request and either streams the frames to the vocoder
+    (``stream``; the stage has ``stream_to``) or returns them (``collect``; a plain ``next``)."""
+
+    def __init__(self, *, model_name: str, model: Any, seed: int, params: Any, chunk_frames: int, first_chunk_frames: int):
+        if chunk_frames < 1 or first_chunk_frames < 1:
+            raise ValueError(f"chunk_frames and first_chunk_frames must be >= 1, got {chunk_frames} and {first_chunk_frames}")
+        self.model_name, self.model, self.seed, self.params = model_name, model, seed, params
+        self.chunk_frames, self.first_chunk_frames = chunk_frames, first_chunk_frames
+
+    def frames(self, request: Any, cond: torch.Tensor | None, prompt_codes: torch.Tensor | None, ctx: Any) -> Iterator[torch.Tensor]:
+        from .ar import generate_frames
+        from .sampling import generator_for
+
+        with torch.inference_mode():
+            prompt = self.model.prompt(request.input_ids, cond, prompt_codes)
+        return generate_frames(
+            self.model, prompt, request.limits, self.params, generator_for(self.seed, request.seed, self.model_name),
+            cancelled=lambda: is_cancelled(ctx),
+        )
+
+    def stream(self, ctx: Any, request: Any, cond: torch.Tensor | None, prompt_codes: torch.Tensor | None = None, extra: dict[str, Any] | None = None) -> int:
+        frames = self.frames(request, cond, prompt_codes, ctx)
+        return emit_codes(ctx, frames, first=self.first_chunk_frames, size=self.chunk_frames, extra=extra)
+
+    def collect(self, ctx: Any, request: Any, cond: torch.Tensor | None, prompt_codes: torch.Tensor | None = None) -> torch.Tensor:
+        frames = list(self.frames(request, cond, prompt_codes, ctx))
+        if not frames:
+            raise RuntimeError(f"{self.model_name}: generation produced no audio frames")
+        return torch.stack(frames, dim=1).cpu()
