@@ -1,0 +1,418 @@
+"""ZeroMQ ``ipc://`` channels: one inbox per process, one outbox per peer.
+
+The building block for both planes of the runtime:
+
+* every process (parent and each child instance) binds an **inbox**
+  (``PULL``) at ``run_dir.address(<instance name>)`` (or several, e.g.
+  ``"<name>.ctl"`` and ``"<name>.data"`` so control is never stuck behind
+  bulk data);
+* a process that talks to a peer connects an **outbox** (``PUSH``) to the
+  peer's inbox. Messages from one outbox arrive in order.
+
+A message is ``header`` (a small dict of plain values: message kind,
+request id, stage, sequence number, ... as the runtime defines) plus an
+optional ``payload`` encoded by :class:`~omni_runtime.transport.codec.Codec`
+(tensors zero-copy inline, large ones through shared memory). Wire:
+multipart ``[envelope, body, *buffers]``. The receiver decodes the header
+immediately (routing, abort checks) and the payload only on demand:
+:meth:`Message.payload` (or ``await msg.payload_async()``), or
+:meth:`Message.discard` for a dropped message, which releases its shared
+memory right away. Control messages (ready / failed / heartbeat / abort /
+done signals) are simply messages without a payload.
+
+Shared-memory release path: a receiver claims and releases segments with a
+kernel file lock when it decodes or discards (see :mod:`.shm`), so there is
+no ack message to lose; a receiver that dies releases everything. Each
+process owns one :class:`~omni_runtime.transport.shm.ShmPool` for sending
+and passes the same :class:`Codec` to all its outboxes.
+
+Socket settings: outboxes set ``ZMQ_IMMEDIATE`` (a send waits for a live
+connection instead of queueing to nowhere), a send high-water mark and a
+linger; inboxes set a receive high-water mark and ``ZMQ_MAXMSGSIZE`` (a peer
+sending an oversized frame is disconnected by ZeroMQ). Sync sockets are
+guarded by a lock so worker threads may share an outbox; async ones belong
+to one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import re
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from .codec import Codec, CodecError, decode_envelope, encode_envelope
+from .errors import ChannelClosedError, ChannelError, ChannelTimeoutError
+from .shm import cleanup_run, new_run_prefix, validate_prefix
+
+__all__ = ["RunDir", "Message", "Inbox", "Outbox", "AsyncInbox", "AsyncOutbox"]
+
+_ENDPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+_MAX_IPC_PATH = 107  # sun_path limit on Linux, minus the terminating NUL
+DEFAULT_SNDHWM = 64
+DEFAULT_RCVHWM = 64
+DEFAULT_LINGER_S = 1.0
+DEFAULT_SEND_TIMEOUT_S = 30.0
+DEFAULT_MAX_FRAME_BYTES = 1 << 31
+_ASYNC_DECODE_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The per-run IPC directory and shared-memory prefix.
+
+    The parent creates it (:meth:`create`), passes ``path`` and
+    ``shm_prefix`` to each child (plain strings; :meth:`to_dict` /
+    :meth:`from_dict`), and calls :meth:`cleanup` once the children are gone
+    (normal exit, error or crash) to remove the socket files and every
+    shared-memory segment of the run.
+    """
+
+    path: str
+    shm_prefix: str
+
+    @classmethod
+    def create(cls, base: str | None = None) -> "RunDir":
+        path = tempfile.mkdtemp(prefix="omni-run-", dir=base)
+        os.chmod(path, 0o700)
+        return cls(path, new_run_prefix())
+
+    def address(self, name: str) -> str:
+        """``ipc://`` address of the endpoint ``name`` (e.g. ``"vocoder@r1"``)."""
+        if not _ENDPOINT_NAME_RE.match(name):
+            raise ValueError(
+                f"endpoint name {name!r} is invalid: use 1-64 characters of letters, digits, '_', '.', '@', '-'"
+            )
+        path = os.path.join(self.path, f"{name}.sock")
+        if len(path.encode()) > _MAX_IPC_PATH:
+            raise ValueError(
+                f"IPC socket path {path} is {len(path.encode())} bytes, over the {_MAX_IPC_PATH}-byte "
+                "Unix socket limit; use a shorter base directory (e.g. TMPDIR=/tmp) or endpoint name"
+            )
+        return f"ipc://{path}"
+
+    def cleanup(self) -> list[str]:
+        """Remove the directory and unlink the run's segments; returns segment names."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        return cleanup_run(self.shm_prefix)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "shm_prefix": self.shm_prefix}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, str]) -> "RunDir":
+        return cls(str(data["path"]), validate_prefix(str(data["shm_prefix"])))
+
+
+class Message:
+    """A received message: decoded ``header`` and lazily decoded payload.
+
+    Exactly one of :meth:`payload` / :meth:`payload_async` /
+    :meth:`discard` should be called for a message whose ``shm_count`` is
+    non-zero; ``discard`` is idempotent and a no-op after decoding.
+    """
+
+    __slots__ = ("header", "frames", "shm_count", "_codec", "_state", "_value")
+
+    def __init__(self, header: dict[str, Any], frames: list[Any], shm_count: int, codec: Codec) -> None:
+        self.header = header
+        self.frames = frames
+        self.shm_count = shm_count
+        self._codec = codec
+        self._state = "new"  # new | decoded | discarded
+        self._value: Any = None
+
+    @property
+    def nbytes(self) -> int:
+        """Payload bytes that came over the socket (not counting shared memory)."""
+        return sum(_frame_len(f) for f in self.frames)
+
+    def payload(self, *, device: Any = None, shm_copy: bool = True) -> Any:
+        """Decode (once) and return the payload; see :meth:`Codec.decode`."""
+        if self._state == "decoded":
+            return self._value
+        if self._state == "discarded":
+            raise CodecError("message payload was discarded; it cannot be decoded")
+        try:
+            self._value = self._codec.decode(self.frames, device=device, shm_copy=shm_copy)
+        except BaseException:
+            self._state = "discarded"
+            self.frames = []
+            raise
+        self._state = "decoded"
+        self.frames = []
+        return self._value
+
+    async def payload_async(self, *, device: Any = None, shm_copy: bool = True) -> Any:
+        """:meth:`payload`, off the event loop when it copies a lot of data."""
+        if self._state == "new" and (self.shm_count or self.nbytes >= _ASYNC_DECODE_BYTES):
+            return await asyncio.to_thread(self.payload, device=device, shm_copy=shm_copy)
+        return self.payload(device=device, shm_copy=shm_copy)
+
+    def discard(self) -> None:
+        """Drop the payload undecoded, releasing its shared memory now."""
+        if self._state != "new":
+            return
+        self._state = "discarded"
+        frames, self.frames = self.frames, []
+        if self.shm_count:
+            self._codec.discard(frames)
+
+    def __repr__(self) -> str:
+        return f"Message(header={self.header!r}, shm_count={self.shm_count}, state={self._state})"
+
+
+def _release_result(fut: "asyncio.Future[Any]") -> None:
+    # An encode that finished after its sender was cancelled: give back its leases.
+    if not fut.cancelled() and fut.exception() is None:
+        fut.result().release()
+
+
+def _frame_len(f: Any) -> int:
+    if isinstance(f, (bytes, bytearray)):
+        return len(f)
+    if isinstance(f, memoryview):
+        return f.nbytes
+    return len(f.buffer) if hasattr(f, "buffer") else memoryview(f).nbytes
+
+
+def _to_message(frames: list[Any], codec: Codec) -> Message:
+    if len(frames) < 2:
+        # Nothing to release: without a body there are no segment references.
+        raise CodecError(f"malformed message: {len(frames)} frame(s), expected envelope + payload")
+    try:
+        header, shm_count = decode_envelope(frames[0])
+    except CodecError:
+        codec.discard(frames[1:])
+        raise
+    return Message(header, frames[1:], shm_count, codec)
+
+
+class _Base:
+    def __init__(self, sock: zmq.Socket, address: str, codec: Codec | None) -> None:
+        self._sock = sock
+        self.address = address
+        self.codec = codec if codec is not None else Codec()
+        self._closed = False
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ChannelClosedError(f"channel {self.address} is closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self, linger: float | None = None) -> None:
+        """Close the socket (idempotent). ``linger``: seconds to flush queued sends."""
+        if self._closed:
+            return
+        self._closed = True
+        self._sock.close(linger=None if linger is None else int(linger * 1000))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _make_pull(ctx: zmq.Context, address: str, rcvhwm: int, max_frame_bytes: int) -> zmq.Socket:
+    sock = ctx.socket(zmq.PULL)
+    sock.setsockopt(zmq.RCVHWM, rcvhwm)
+    sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.bind(address)
+    except zmq.ZMQError as exc:
+        sock.close(linger=0)
+        raise ChannelError(f"cannot bind {address}: {exc}; is another process using this run directory?") from exc
+    return sock
+
+
+def _make_push(ctx: zmq.Context, address: str, sndhwm: int, linger_s: float) -> zmq.Socket:
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.SNDHWM, sndhwm)
+    sock.setsockopt(zmq.IMMEDIATE, 1)
+    sock.setsockopt(zmq.LINGER, int(linger_s * 1000))
+    try:
+        sock.connect(address)
+    except zmq.ZMQError as exc:
+        sock.close(linger=0)
+        raise ChannelError(f"cannot connect to {address}: {exc}") from exc
+    return sock
+
+
+def _ms(timeout: float | None) -> int | None:
+    return None if timeout is None else max(0, int(timeout * 1000))
+
+
+class Inbox(_Base):
+    """Bound ``PULL`` socket: this process's mailbox (blocking API)."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        codec: Codec | None = None,
+        ctx: zmq.Context | None = None,
+        rcvhwm: int = DEFAULT_RCVHWM,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        ctx = ctx if ctx is not None else zmq.Context.instance()
+        super().__init__(_make_pull(ctx, address, rcvhwm, max_frame_bytes), address, codec)
+
+    def recv(self, timeout: float | None = None) -> Message | None:
+        """Next message, or ``None`` after ``timeout`` seconds (``None``: wait).
+
+        Raises :class:`CodecError` for a malformed message (its shared memory
+        is released); the inbox stays usable.
+        """
+        self._check()
+        if timeout is not None and not self._sock.poll(_ms(timeout), zmq.POLLIN):
+            return None
+        frames = self._sock.recv_multipart(copy=False)
+        return _to_message(frames, self.codec)
+
+
+class Outbox(_Base):
+    """Connected ``PUSH`` socket to one peer's inbox (blocking API, thread-safe)."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        codec: Codec | None = None,
+        ctx: zmq.Context | None = None,
+        sndhwm: int = DEFAULT_SNDHWM,
+        linger: float = DEFAULT_LINGER_S,
+        send_timeout: float | None = DEFAULT_SEND_TIMEOUT_S,
+    ) -> None:
+        ctx = ctx if ctx is not None else zmq.Context.instance()
+        super().__init__(_make_push(ctx, address, sndhwm, linger), address, codec)
+        self.send_timeout = send_timeout
+        self._lock = threading.Lock()
+
+    def send(self, header: dict[str, Any], payload: Any = None, *, timeout: float | None = ...) -> None:  # type: ignore[assignment]
+        """Encode and queue one message.
+
+        Blocks for shared-memory back-pressure and while the peer is not
+        connected or its queue is full; raises :class:`ChannelTimeoutError`
+        after ``timeout`` seconds (default: the outbox's ``send_timeout``;
+        ``None`` waits forever). On any failure the payload's shared memory
+        is given back.
+        """
+        self._check()
+        timeout = self.send_timeout if timeout is ... else timeout
+        env_frame = None
+        encoded = self.codec.encode(payload, shm_timeout=timeout)
+        try:
+            env_frame = encode_envelope(header, len(encoded.leases))
+            frames = [env_frame, *encoded.frames]
+            with self._lock:
+                self._check()
+                if timeout is not None and not self._sock.poll(_ms(timeout), zmq.POLLOUT):
+                    raise ChannelTimeoutError(
+                        f"could not send to {self.address} within {timeout}s: the peer is not "
+                        "connected or not reading (dead, stuck, or its queue is full)"
+                    )
+                try:
+                    self._sock.send_multipart(frames, flags=zmq.NOBLOCK if timeout is not None else 0, copy=False)
+                except zmq.Again:
+                    raise ChannelTimeoutError(f"could not send to {self.address}: queue full") from None
+                except zmq.ZMQError as exc:
+                    raise ChannelError(f"send to {self.address} failed: {exc}") from exc
+        except BaseException:
+            encoded.release()
+            raise
+        encoded.mark_sent()
+
+
+class AsyncInbox(_Base):
+    """Bound ``PULL`` socket for asyncio (``zmq.asyncio``)."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        codec: Codec | None = None,
+        ctx: zmq.asyncio.Context | None = None,
+        rcvhwm: int = DEFAULT_RCVHWM,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        ctx = ctx if ctx is not None else zmq.asyncio.Context.instance()
+        super().__init__(_make_pull(ctx, address, rcvhwm, max_frame_bytes), address, codec)
+
+    async def recv(self, timeout: float | None = None) -> Message | None:
+        """Next message, or ``None`` after ``timeout`` seconds."""
+        self._check()
+        if timeout is not None and not await self._sock.poll(_ms(timeout), zmq.POLLIN):
+            return None
+        frames = await self._sock.recv_multipart(copy=False)
+        return _to_message(frames, self.codec)
+
+
+class AsyncOutbox(_Base):
+    """Connected ``PUSH`` socket for asyncio.
+
+    Payloads with shared-memory tensors are encoded in a worker thread (the
+    copy and any back-pressure wait stay off the event loop); small ones
+    inline.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        codec: Codec | None = None,
+        ctx: zmq.asyncio.Context | None = None,
+        sndhwm: int = DEFAULT_SNDHWM,
+        linger: float = DEFAULT_LINGER_S,
+        send_timeout: float | None = DEFAULT_SEND_TIMEOUT_S,
+    ) -> None:
+        ctx = ctx if ctx is not None else zmq.asyncio.Context.instance()
+        super().__init__(_make_push(ctx, address, sndhwm, linger), address, codec)
+        self.send_timeout = send_timeout
+        self._lock = asyncio.Lock()
+
+    async def send(self, header: dict[str, Any], payload: Any = None, *, timeout: float | None = ...) -> None:  # type: ignore[assignment]
+        """Async :meth:`Outbox.send`; cancellation gives the shared memory back."""
+        self._check()
+        timeout = self.send_timeout if timeout is ... else timeout
+        if self.codec.needs_shm(payload):
+            loop = asyncio.get_running_loop()
+            fut = loop.run_in_executor(None, functools.partial(self.codec.encode, payload, shm_timeout=timeout))
+            try:
+                encoded = await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                fut.add_done_callback(_release_result)
+                raise
+        else:
+            encoded = self.codec.encode(payload, shm_timeout=timeout)
+        try:
+            frames = [encode_envelope(header, len(encoded.leases)), *encoded.frames]
+            async with self._lock:
+                self._check()
+                if timeout is not None and not await self._sock.poll(_ms(timeout), zmq.POLLOUT):
+                    raise ChannelTimeoutError(
+                        f"could not send to {self.address} within {timeout}s: the peer is not "
+                        "connected or not reading (dead, stuck, or its queue is full)"
+                    )
+                try:
+                    await self._sock.send_multipart(frames, flags=zmq.NOBLOCK if timeout is not None else 0, copy=False)
+                except zmq.Again:
+                    raise ChannelTimeoutError(f"could not send to {self.address}: queue full") from None
+                except zmq.ZMQError as exc:
+                    raise ChannelError(f"send to {self.address} failed: {exc}") from exc
+        except BaseException:
+            encoded.release()
+            raise
+        encoded.mark_sent()
