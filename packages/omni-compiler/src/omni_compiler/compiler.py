@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from omni_config import ConfigIssue, PipelineConfig, load_config
+from omni_config.gcpause import paused_gc
 
 from .errors import TopologyError
 from .graph import build_edges, check_contract, check_graph, check_names
@@ -19,6 +20,11 @@ from .topology import CompiledStage, CompiledTopology
 
 
 def compile(config: PipelineConfig, num_gpus: int | None = None) -> CompiledTopology:  # noqa: A001 - the spec's name
+    with paused_gc():
+        return _compile(config, num_gpus)
+
+
+def _compile(config: PipelineConfig, num_gpus: int | None) -> CompiledTopology:
     issues: list[ConfigIssue] = []
     if num_gpus is not None and num_gpus < 1:
         issues.append(ConfigIssue("--gpus", "the device count must be at least 1", "pass --gpus N with N >= 1", value=num_gpus))

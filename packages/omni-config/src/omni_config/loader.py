@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from . import tiers
+from .gcpause import paused_gc
 from .errors import ConfigError, ConfigFileError, ConfigIssue
 from .overrides import Override, ValueParseError, parse_overrides, parse_value
 from .registry import registered_models, resolve_model
@@ -79,7 +80,8 @@ def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[
     issues.extend(_apply_layer(raw, cli_layer))
     config = None
     try:
-        config = PipelineConfig.model_validate(raw)
+        with paused_gc():
+            config = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
         issues.extend(issues_from_validation_error(exc, raw))
     if issues:
