@@ -1,0 +1,47 @@
+"""omni-runtime: run a compiled omni process topology as real OS processes.
+
+Public API (the contract other packages build against; see the package README)::
+
+    from omni_runtime import Runtime, StagePayload, StageContext, StartupError, RequestFailed
+
+    rt = Runtime(topology, device=None, startup_timeout=120.0, replica_policy="round_robin",
+                 model_path=None, enforce_memory_fraction=False, log=print)
+    await rt.start()                  # prints the table, spawns, waits ready; StartupError(stage, process, traceback)
+    handle = await rt.submit(data)    # entry payload dict (docs/stage-contract.md)
+    async for chunk in handle.stream(): ...   # terminal stage's emitted chunks, in order
+    result = await handle.result()    # terminal payload data; raises RequestFailed(message)
+    await handle.cancel()             # aborts the request in every stage
+    handle.stage_timings              # stage -> seconds (filled when the request finishes)
+    rt.health()                       # {"healthy": bool, "processes": {instance: "starting"|"ready"|"dead"|"stopped"}}
+    rt.queue_depths()                 # {instance: in-flight requests bound to it}
+    await rt.shutdown(grace=5.0)
+    with Runtime.running(topology) as rt_sync:
+        rt_sync.synthesize(data)      # -> dict (streamed audio chunks joined into "audio")
+
+Extensions beyond apis.md: ``Runtime(..., stage_threads=64)``, ``rt.instance_pids()``,
+``handle.binding`` / ``handle.instances`` / ``handle.request_id`` / ``handle.done``,
+``RequestFailed.kind`` (``stage_error``, ``process_died``, ``cancelled``, ``shutdown``,
+``unavailable``), ``RequestCancelled`` and ``RuntimeNotRunning``, all subclasses of
+``omni_runtime.errors.RuntimeFailure``. ``Runtime`` also accepts a ``PipelineConfig``
+(compiled once in the constructor).
+"""
+
+from .context import StageContext
+from .errors import RequestCancelled, RequestFailed, RuntimeFailure, RuntimeNotRunning, StartupError
+from .payload import StagePayload
+from .runtime import RequestHandle, Runtime, SyncRuntime
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RequestCancelled",
+    "RequestFailed",
+    "RequestHandle",
+    "Runtime",
+    "RuntimeFailure",
+    "RuntimeNotRunning",
+    "StageContext",
+    "StagePayload",
+    "StartupError",
+    "SyncRuntime",
+]

@@ -1,0 +1,76 @@
+"""What a stage sees about the request it is processing (docs/stage-contract.md).
+
+Only logical names appear here: ``process_name`` is the declared process, never
+a replica (``vocoder@r1``) or TP-rank (``engine_tp1``) name, so stage code
+behaves the same however the deployment places it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+if TYPE_CHECKING:
+    from .payload import StagePayload
+
+
+class StageContext:
+    """Per-request, per-stage handle passed to ``process`` and ``consume``."""
+
+    __slots__ = ("request_id", "stage_name", "process_name", "device", "tp_rank", "tp_size", "upstream_payload", "_cancel_event", "_aemit", "_loop")
+
+    def __init__(
+        self,
+        *,
+        request_id: str,
+        stage_name: str,
+        process_name: str,
+        device: str,
+        tp_rank: int | None,
+        tp_size: int,
+        cancel_event: asyncio.Event,
+        aemit: Callable[[Any], Awaitable[None]],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.request_id = request_id
+        self.stage_name = stage_name
+        self.process_name = process_name
+        self.device = device
+        self.tp_rank = tp_rank
+        self.tp_size = tp_size
+        self.upstream_payload: StagePayload | None = None
+        """The streaming producer's final payload, set once ``consume``'s iterator has ended."""
+        self._cancel_event = cancel_event
+        self._aemit = aemit
+        self._loop = loop
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the request was cancelled or failed elsewhere; long loops should stop."""
+        return self._cancel_event.is_set()
+
+    async def aemit(self, chunk: Any) -> None:
+        """Send one chunk to every ``stream_to`` target (and to the client for a terminal stage), in order.
+
+        Awaiting it applies back-pressure: it returns once the chunk is handed to
+        each target's queue or socket.
+        """
+        await self._aemit(chunk)
+
+    def emit(self, chunk: Any) -> None:
+        """Blocking form of :meth:`aemit` for sync stages running in a worker thread."""
+        if _running_loop() is self._loop:
+            raise RuntimeError(
+                f"stage {self.stage_name}: ctx.emit() was called on the event loop; an async stage must use 'await ctx.aemit(chunk)'"
+            )
+        asyncio.run_coroutine_threadsafe(self._aemit(chunk), self._loop).result()
+
+    def __repr__(self) -> str:
+        return f"StageContext(request_id={self.request_id!r}, stage_name={self.stage_name!r}, process_name={self.process_name!r}, device={self.device!r})"
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -1,0 +1,55 @@
+"""Errors the runtime raises to its caller."""
+
+from __future__ import annotations
+
+
+class RuntimeFailure(Exception):
+    """Base class of every omni-runtime error."""
+
+
+class StartupError(RuntimeFailure):
+    """A process failed to build its stages (or never reported ready).
+
+    Carries the stage being built, the OS process it was built in and the
+    child's formatted traceback so the user sees where and why, not a bare
+    "child exited".
+    """
+
+    def __init__(self, stage: str | None, process: str, traceback: str, reason: str | None = None) -> None:
+        self.stage = stage
+        self.process = process
+        self.traceback = traceback
+        self.reason = reason or (traceback.strip().splitlines()[-1] if traceback.strip() else "failed to start")
+        where = f"stage {stage} (process {process})" if stage else f"process {process}"
+        super().__init__(f"{where} failed to start: {self.reason}")
+
+    def render(self) -> str:
+        """The message plus the child's traceback, for a terminal."""
+        return f"{self}\n{self.traceback.rstrip()}" if self.traceback else str(self)
+
+
+class RequestFailed(RuntimeFailure):
+    """A request did not complete: a stage raised, a process died, it was cancelled or the runtime stopped.
+
+    ``str(error)`` is the user-facing message, for a stage error
+    ``stage <name> (process <process>): <Type>: <message>``.
+    """
+
+    def __init__(self, message: str, *, stage: str | None = None, process: str | None = None, kind: str = "stage_error") -> None:
+        super().__init__(message)
+        self.message = message
+        self.stage = stage
+        self.process = process
+        self.kind = kind
+        """One of ``stage_error``, ``process_died``, ``cancelled``, ``shutdown``, ``unavailable``."""
+
+
+class RequestCancelled(RequestFailed):
+    """The request was cancelled (``handle.cancel()``, client disconnect)."""
+
+    def __init__(self, message: str = "request cancelled") -> None:
+        super().__init__(message, kind="cancelled")
+
+
+class RuntimeNotRunning(RuntimeFailure):
+    """``submit`` was called before ``start`` or after ``shutdown`` began."""

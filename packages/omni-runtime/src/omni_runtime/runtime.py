@@ -1,0 +1,469 @@
+"""The parent side: admit requests, bind replicas, collect results, watch workers.
+
+The parent never imports a stage factory and is not on the stage-to-stage data
+path: it sends the entry payload to the entry stage's process and receives the
+terminal result (and streamed output chunks). Workers hand payloads to each
+other directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable, Iterator
+
+import zmq
+import zmq.asyncio
+
+from omni_compiler.topology import CompiledTopology
+
+from . import envelope as E
+from . import ipc
+from .errors import RequestCancelled, RequestFailed, RuntimeNotRunning, StartupError
+from .launcher import DEAD, READY, STARTING, STOPPED, Launcher, WorkerProcess, describe_exit
+from .routing import ReplicaChooser, Router
+from .worker import WorkerOptions
+
+_END = object()
+
+
+@dataclass
+class _Inflight:
+    rid: str
+    binding: dict[str, int]
+    instances: frozenset[str]
+    future: asyncio.Future[dict[str, Any]]
+    chunks: asyncio.Queue[Any]
+    timings: dict[str, float] = field(default_factory=dict)
+    submitted: float = 0.0
+
+
+class RequestHandle:
+    """One admitted request: stream its output chunks, await its result, or cancel it."""
+
+    def __init__(self, runtime: "Runtime", inflight: _Inflight) -> None:
+        self._runtime = runtime
+        self._inflight = inflight
+        self.request_id = inflight.rid
+
+    @property
+    def binding(self) -> dict[str, int]:
+        """Replica index chosen per replicated process group at admission."""
+        return dict(self._inflight.binding)
+
+    @property
+    def instances(self) -> frozenset[str]:
+        """The process instances this request is bound to."""
+        return self._inflight.instances
+
+    @property
+    def stage_timings(self) -> dict[str, float]:
+        """Seconds spent in each stage; filled when the request finishes (also on failure, for stages that finished)."""
+        return dict(self._inflight.timings)
+
+    @property
+    def done(self) -> bool:
+        return self._inflight.future.done()
+
+    async def stream(self) -> AsyncIterator[Any]:
+        """The terminal stage's emitted chunks, in order; ends when the request completes.
+
+        Raises :class:`RequestFailed` if the request fails. Single consumer.
+        """
+        while True:
+            item = await self._inflight.chunks.get()
+            if item is _END:
+                self._inflight.chunks.put_nowait(_END)  # a second stream() ends at once
+                if self._inflight.future.done() and self._inflight.future.exception() is not None:
+                    raise self._inflight.future.exception()  # type: ignore[misc]
+                return
+            yield item
+
+    async def result(self) -> dict[str, Any]:
+        """The terminal payload's ``data``; raises :class:`RequestFailed`."""
+        return await asyncio.shield(self._inflight.future)
+
+    async def cancel(self) -> None:
+        """Abort the request in every stage of every process it is bound to."""
+        await self._runtime._cancel(self._inflight, RequestCancelled())
+
+
+class Runtime:
+    """Run a compiled topology as real OS processes (see the package README)."""
+
+    def __init__(
+        self,
+        topology: Any,
+        *,
+        device: str | None = None,
+        startup_timeout: float = 120.0,
+        replica_policy: str = "round_robin",
+        model_path: str | None = None,
+        enforce_memory_fraction: bool = False,
+        log: Callable[[str], Any] | None = print,
+        stage_threads: int = 64,
+    ) -> None:
+        """``topology``: a :class:`CompiledTopology` or a ``PipelineConfig`` (compiled here, once)."""
+        if not isinstance(topology, CompiledTopology):
+            from omni_compiler import compile as compile_topology
+
+            topology = compile_topology(topology)
+        self.topology: CompiledTopology = topology
+        if device not in (None, "cpu") and not str(device).startswith("cuda"):
+            raise ValueError(f"device must be None, 'cpu' or 'cuda', got {device!r}")
+        self.device = device
+        self.startup_timeout = startup_timeout
+        self.log = log or (lambda _msg: None)
+        self.router = Router(topology)
+        self.chooser = ReplicaChooser(self.router, replica_policy)
+        self.options = WorkerOptions(
+            device=device, model_path=model_path, enforce_memory_fraction=enforce_memory_fraction, stage_threads=stage_threads
+        )
+        self.run_dir: str | None = None
+        self._launcher: Launcher | None = None
+        self._zctx: zmq.asyncio.Context | None = None
+        self._inbox: zmq.asyncio.Socket | None = None
+        self._push: dict[str, zmq.asyncio.Socket] = {}
+        self._recv_task: asyncio.Task[None] | None = None
+        self._inflight: dict[str, _Inflight] = {}
+        self._load: dict[str, int] = {i.name: 0 for i in topology.instances}
+        self._accepting = False
+        self._started = False
+        self._closed = False
+        self._startup: asyncio.Future[None] | None = None
+        self._startup_failure: StartupError | None = None
+        self._shutting_down = False
+        self._atexit: Callable[[], None] | None = None
+        self._wire: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+    async def start(self) -> None:
+        """Print the table, spawn one process per instance and wait until every stage is built.
+
+        Raises :class:`StartupError` (stage, process, traceback) when a factory
+        fails, a worker dies while starting, or ``startup_timeout`` passes; every
+        started process is then stopped and the IPC directory removed.
+        """
+        if self._started:
+            raise RuntimeError("Runtime.start() was already called")
+        self._started = True
+        from omni_compiler import render
+
+        from . import wire
+
+        self._wire = wire
+        self._loop = asyncio.get_running_loop()
+        self.log(render.table(self.topology))
+        self.run_dir = ipc.make_run_dir()
+        self.options = WorkerOptions(**{**self.options.__dict__, "run_id": self.run_dir.rsplit("/", 1)[-1]})
+        self._zctx = zmq.asyncio.Context()
+        self._inbox = ipc.pull_socket(self._zctx, ipc.endpoint(self.run_dir, self.topology, ipc.PARENT))
+        self._startup = self._loop.create_future()
+        self._launcher = Launcher(self.topology, self.run_dir, self.options, self._on_exit)
+        self._recv_task = self._loop.create_task(self._receive())
+        launcher = self._launcher
+        self._atexit = lambda: _emergency_cleanup(launcher, self.run_dir)
+        atexit.register(self._atexit)
+        began = time.perf_counter()
+        try:
+            launcher.spawn_all()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._startup), self.startup_timeout)
+            except asyncio.TimeoutError:
+                waiting = [wp.name for wp in launcher.workers.values() if wp.state == STARTING]
+                raise StartupError(
+                    None,
+                    ", ".join(waiting),
+                    "",
+                    reason=f"not ready after startup_timeout={self.startup_timeout:g} s (raise startup_timeout if loading is slow)",
+                ) from None
+        except BaseException:
+            await self._teardown(kill=True)
+            raise
+        for inst in self.topology.instances:
+            self._push[inst.name] = ipc.push_socket(self._zctx, ipc.endpoint(self.run_dir, self.topology, inst.name))
+        self._accepting = True
+        count = len(self.topology.instances)
+        self.log(f"omni: {count} process{'es' if count != 1 else ''} ready in {time.perf_counter() - began:.1f} s")
+
+    async def shutdown(self, grace: float = 5.0) -> None:
+        """Stop admitting, let in-flight requests finish for up to ``grace`` seconds, stop the
+        workers (SIGKILL after the grace period), fail what is left, and remove the IPC
+        directory and the run's shared memory."""
+        if self._closed or not self._started:
+            self._closed = True
+            return
+        self._accepting = False
+        self._shutting_down = True
+        deadline = time.perf_counter() + grace
+        pending = [r.future for r in self._inflight.values()]
+        if pending:
+            await asyncio.wait(pending, timeout=grace)
+        for req in list(self._inflight.values()):
+            await self._cancel(req, RequestFailed("the runtime shut down before the request finished", kind="shutdown"))
+        assert self._launcher is not None
+        for wp in self._launcher.alive():
+            sock = self._push.get(wp.name)
+            if sock is not None:
+                with contextlib.suppress(zmq.ZMQError):
+                    await sock.send_multipart([E.pack(E.Envelope(E.SHUTDOWN))])
+        stopped = await self._launcher.wait_exited(max(deadline - time.perf_counter(), 1.0))
+        await self._teardown(kill=not stopped)
+
+    async def _teardown(self, kill: bool) -> None:
+        self._accepting = False
+        self._shutting_down = True
+        launcher = self._launcher
+        if launcher is not None:
+            await launcher.kill_all()
+            launcher.close()
+        for req in list(self._inflight.values()):
+            self._finish(req, error=RequestFailed("the runtime stopped", kind="shutdown"))
+        if self._recv_task is not None:
+            self._recv_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._recv_task
+        for sock in [self._inbox, *self._push.values()]:
+            if sock is not None:
+                sock.close(linger=0)
+        if self._zctx is not None:
+            self._zctx.term()
+        if self._wire is not None and self.run_dir is not None:
+            self._wire.cleanup_run(self.options.run_id)
+        if self.run_dir is not None:
+            ipc.remove_run_dir(self.run_dir)
+        if self._atexit is not None:
+            atexit.unregister(self._atexit)
+            self._atexit = None
+        self._closed = True
+
+    async def __aenter__(self) -> "Runtime":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    # -- requests ------------------------------------------------------------
+    async def submit(self, data: dict[str, Any]) -> RequestHandle:
+        """Admit one request with the entry payload ``data``; returns at once with its handle."""
+        if not self._accepting:
+            raise RuntimeNotRunning("the runtime is not accepting requests (not started, stopping or stopped)")
+        alive = {name: wp.state == READY for name, wp in self._launcher.workers.items()}  # type: ignore[union-attr]
+        binding = self.chooser.choose(self._load, alive)
+        if binding is None:
+            raise RequestFailed("no live replica is left for a replicated process; see health()", kind="unavailable")
+        instances = frozenset(self.router.instances_of_binding(binding))
+        dead = sorted(name for name in instances if not alive.get(name))
+        if dead:
+            raise RequestFailed(f"process {', '.join(dead)} is not running; see health()", kind="unavailable")
+        assert self._loop is not None
+        rid = uuid.uuid4().hex
+        req = _Inflight(rid, binding, instances, self._loop.create_future(), asyncio.Queue(), submitted=time.perf_counter())
+        self._inflight[rid] = req
+        for name in instances:
+            self._load[name] += 1
+        frames = self._wire.encode(data)
+        header = E.pack(E.Envelope(E.RUN, rid=rid, stage=self.topology.entry_stage, binding=binding, has_data=True))
+        for target in self.router.targets(self.topology.entry_stage, binding):
+            await self._push[target.instance].send_multipart([header, *frames], copy=False)
+        return RequestHandle(self, req)
+
+    def health(self) -> dict[str, Any]:
+        states = {name: wp.state for name, wp in self._launcher.workers.items()} if self._launcher else {i.name: STARTING for i in self.topology.instances}
+        healthy = self._accepting and all(state == READY for state in states.values())
+        return {"healthy": healthy, "processes": states}
+
+    def queue_depths(self) -> dict[str, int]:
+        """In-flight requests bound to each process instance."""
+        return dict(self._load)
+
+    def instance_pids(self) -> dict[str, int | None]:
+        """OS pid of each worker process (for operators and tests)."""
+        return {name: wp.pid for name, wp in self._launcher.workers.items()} if self._launcher else {}
+
+    async def _cancel(self, req: _Inflight, error: RequestFailed) -> None:
+        if req.future.done():
+            return
+        self._finish(req, error=error)
+        await self._broadcast_cancel(req)
+
+    async def _broadcast_cancel(self, req: _Inflight, skip: str | None = None) -> None:
+        header = E.pack(E.Envelope(E.CANCEL, rid=req.rid))
+        for name in req.instances:
+            sock = self._push.get(name)
+            wp = self._launcher.workers.get(name) if self._launcher else None
+            if sock is None or name == skip or wp is None or wp.state != READY:
+                continue
+            with contextlib.suppress(zmq.ZMQError):
+                await sock.send_multipart([header])
+
+    def _finish(self, req: _Inflight, result: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
+        if req.future.done():
+            return
+        if self._inflight.pop(req.rid, None) is not None:
+            for name in req.instances:
+                self._load[name] -= 1
+        if error is not None:
+            req.future.set_exception(error)
+            req.future.exception()  # retrieved: a caller that only streams must not trigger "never retrieved"
+        else:
+            req.future.set_result(result or {})
+        req.chunks.put_nowait(_END)
+
+    # -- inbound -------------------------------------------------------------
+    async def _receive(self) -> None:
+        assert self._inbox is not None
+        decode = self._wire.decode
+        while True:
+            frames = await self._inbox.recv_multipart(copy=False)
+            env = E.unpack(frames[0].buffer)
+            kind = env.kind
+            if kind == E.READY:
+                self._on_ready(env.src)
+                continue
+            if kind == E.STARTUP_ERROR:
+                self._on_startup_error(env.src, env.stage or None, env.text)
+                continue
+            req = self._inflight.get(env.rid)
+            if req is None:
+                if env.has_data:
+                    self._wire.discard([f.buffer for f in frames[1:]])
+                continue
+            if kind == E.OUT:
+                req.chunks.put_nowait(decode([f.buffer for f in frames[1:]]))
+            elif kind == E.RESULT:
+                req.timings.update(env.timings)
+                self._finish(req, result=decode([f.buffer for f in frames[1:]]))
+            elif kind == E.ERROR:
+                req.timings.update(env.timings)
+                process = self.router.stages[env.stage].process if env.stage in self.router.stages else None
+                self._finish(req, error=RequestFailed(env.text, stage=env.stage or None, process=process))
+                await self._broadcast_cancel(req, skip=env.src)
+
+    def _on_ready(self, name: str) -> None:
+        assert self._launcher is not None
+        wp = self._launcher.workers.get(name)
+        if wp is None or wp.state != STARTING:
+            return
+        wp.state = READY
+        if all(w.state == READY for w in self._launcher.workers.values()) and self._startup and not self._startup.done():
+            self._startup.set_result(None)
+
+    def _on_startup_error(self, name: str, stage: str | None, tb: str) -> None:
+        if self._startup is not None and not self._startup.done():
+            self._startup.set_exception(StartupError(stage, name, tb))
+
+    def _on_exit(self, wp: WorkerProcess) -> None:
+        was = wp.state
+        code = wp.exited.result()
+        wp.state = STOPPED if self._shutting_down else DEAD
+        if was == STARTING and self._startup is not None and not self._startup.done():
+            self._startup.set_exception(StartupError(None, wp.name, "", reason=f"the process {describe_exit(code)} before it was ready"))
+            return
+        if self._shutting_down:
+            return
+        message = f"process {wp.name} {describe_exit(code)} while the request was in flight"
+        for req in [r for r in self._inflight.values() if wp.name in r.instances]:
+            self._finish(req, error=RequestFailed(message, process=wp.name, kind="process_died"))
+            assert self._loop is not None
+            self._loop.create_task(self._broadcast_cancel(req, skip=wp.name))
+
+    # -- sync helper ---------------------------------------------------------
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, topology: Any, **kwargs: Any) -> Iterator["SyncRuntime"]:
+        """Start a runtime on a private event-loop thread; ``with Runtime.running(t) as rt: rt.synthesize(data)``."""
+        sync = SyncRuntime(cls(topology, **kwargs))
+        sync._start()
+        try:
+            yield sync
+        finally:
+            sync._stop()
+
+
+class SyncRuntime:
+    """Blocking facade over a :class:`Runtime` whose loop runs in a background thread.
+
+    The loop thread lives as long as the runtime: the workers' parent-death
+    signal is tied to the thread that spawned them.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="omni-runtime-loop", daemon=True)
+
+    def _call(self, coro: Any, timeout: float | None = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def _start(self) -> None:
+        self._thread.start()
+        try:
+            self._call(self.runtime.start())
+        except BaseException:
+            self._close_loop()
+            raise
+
+    def _stop(self, grace: float = 5.0) -> None:
+        try:
+            self._call(self.runtime.shutdown(grace))
+        finally:
+            self._close_loop()
+
+    def _close_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def synthesize(self, data: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """Run one request; the terminal payload's data, with streamed audio chunks joined into ``audio``."""
+
+        async def run() -> dict[str, Any]:
+            handle = await self.runtime.submit(data)
+            chunks = [chunk async for chunk in handle.stream()]
+            result = dict(await handle.result())
+            if chunks and "audio" not in result and all(isinstance(c, dict) and "audio" in c for c in chunks):
+                import torch
+
+                result["audio"] = torch.cat([c["audio"] for c in chunks], dim=-1)
+                result.setdefault("sample_rate", chunks[0].get("sample_rate"))
+            if chunks:
+                result.setdefault("chunks", chunks)
+            return result
+
+        return self._call(run(), timeout)
+
+    def submit_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any] | RequestFailed]:
+        """Run requests concurrently; each result or its :class:`RequestFailed`."""
+
+        async def run() -> list[Any]:
+            handles = [await self.runtime.submit(item) for item in items]
+            out: list[Any] = []
+            for handle in handles:
+                try:
+                    out.append(await handle.result())
+                except RequestFailed as exc:
+                    out.append(exc)
+            return out
+
+        return self._call(run())
+
+    def health(self) -> dict[str, Any]:
+        return self.runtime.health()
+
+    def queue_depths(self) -> dict[str, int]:
+        return self.runtime.queue_depths()
+
+
+def _emergency_cleanup(launcher: Launcher, run_dir: str | None) -> None:
+    """At interpreter exit without ``shutdown()``: kill workers, remove the IPC directory."""
+    launcher.kill_all_sync()
+    if run_dir is not None:
+        ipc.remove_run_dir(run_dir)

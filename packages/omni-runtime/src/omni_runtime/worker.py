@@ -1,0 +1,444 @@
+"""The OS process that hosts one process instance's stages.
+
+The parent spawns this with the JSON topology and the instance name only (no
+pickled user objects). It arms the parent-death signal, sets the stages' env,
+builds each stage in declaration order, reports ready (or the failing stage
+and its traceback), then serves messages on its PULL socket until told to stop.
+
+Handoffs to a stage in this same process call the receiving side directly with
+the very object the producer returned; handoffs to another process go over a
+PUSH socket straight to that worker (the parent is not on the data path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import traceback
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import zmq
+import zmq.asyncio
+
+from omni_compiler.topology import CompiledTopology, ProcessInstance, StagePlacement
+
+from . import envelope as E
+from . import ipc, pdeath
+from .channel import ChunkChannel
+from .context import StageContext
+from .errors import RequestCancelled
+from .factory import Injection, import_dotted, injected_kwargs, resolve_device
+from .payload import StagePayload
+from .routing import Router
+from .stage import StageAdapter, as_payload
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """Runtime-wide settings every worker gets (JSON, no pickle)."""
+
+    device: str | None = None
+    model_path: str | None = None
+    enforce_memory_fraction: bool = False
+    stage_threads: int = 64
+    run_id: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+    @classmethod
+    def from_json(cls, text: str) -> "WorkerOptions":
+        return cls(**json.loads(text))
+
+
+@dataclass
+class _Request:
+    rid: str
+    binding: dict[str, int]
+    cancel: asyncio.Event
+    timings: dict[str, float] = field(default_factory=dict)
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    channels: dict[str, ChunkChannel] = field(default_factory=dict)
+    parts: dict[str, dict[str, StagePayload]] = field(default_factory=dict)
+
+
+class StageBuildError(Exception):
+    def __init__(self, stage: str | None, tb: str) -> None:
+        super().__init__(tb)
+        self.stage = stage
+        self.tb = tb
+
+
+def main(topology_json: str, instance_name: str, run_dir: str, parent_pid: int, options_json: str) -> None:
+    """Entry point of a spawned worker process (the ``multiprocessing`` target)."""
+    pdeath.arm(parent_pid, lambda: _on_parent_death(run_dir))
+    topology = CompiledTopology.from_json(topology_json)
+    options = WorkerOptions.from_json(options_json)
+    instance = next(i for i in topology.instances if i.name == instance_name)
+    for placement in instance.stages:
+        os.environ.update(topology.stage(placement.stage).env)
+    worker = Worker(topology, instance, run_dir, options)
+    try:
+        asyncio.run(worker.run())
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    # Threads of sync stages that ignore ctx.cancelled must not keep a stopped worker alive.
+    os._exit(0)
+
+
+def _on_parent_death(run_dir: str) -> None:
+    from . import wire
+
+    wire.cleanup_process()
+    ipc.remove_run_dir(run_dir)
+
+
+class Worker:
+    def __init__(self, topology: CompiledTopology, instance: ProcessInstance, run_dir: str, options: WorkerOptions) -> None:
+        self.topology = topology
+        self.instance = instance
+        self.name = instance.name
+        self.run_dir = run_dir
+        self.options = options
+        self.router = Router(topology)
+        self.local: dict[str, StagePlacement] = {p.stage: p for p in instance.stages}
+        self.adapters: dict[str, StageAdapter] = {}
+        self.devices: dict[str, str] = {}
+        self.executors: dict[str, ThreadPoolExecutor] = {}
+        self.route_fns: dict[str, Callable[[StagePayload], Any]] = {}
+        self.merge_fns: dict[str, Callable[[dict[str, StagePayload]], Any]] = {}
+        self.requests: dict[str, _Request] = {}
+        self.finished: OrderedDict[str, None] = OrderedDict()
+        self.peers: dict[str, zmq.asyncio.Socket] = {}
+        self.loop: asyncio.AbstractEventLoop
+
+    # lifecycle -------------------------------------------------------------
+    async def run(self) -> None:
+        from . import wire
+
+        self.wire = wire
+        self.loop = asyncio.get_running_loop()
+        self.zctx = zmq.asyncio.Context()
+        self.inbox = ipc.pull_socket(self.zctx, ipc.endpoint(self.run_dir, self.topology, self.name))
+        self.to_parent = ipc.push_socket(self.zctx, ipc.endpoint(self.run_dir, self.topology, ipc.PARENT))
+        try:
+            self._build()
+        except StageBuildError as exc:
+            await self.to_parent.send_multipart([E.pack(E.Envelope(E.STARTUP_ERROR, stage=exc.stage or "", text=exc.tb, src=self.name))])
+            await asyncio.sleep(0)  # let the send leave before exiting
+            self._close()
+            return
+        await self.to_parent.send_multipart([E.pack(E.Envelope(E.READY, src=self.name))])
+        try:
+            await self._serve()
+        finally:
+            for req in list(self.requests.values()):
+                self._abort(req)
+            for executor in self.executors.values():
+                executor.shutdown(wait=False, cancel_futures=True)
+            wire.cleanup_process()
+            self._close()
+
+    def _close(self) -> None:
+        for sock in [self.inbox, self.to_parent, *self.peers.values()]:
+            sock.close(linger=0)
+        self.zctx.term()
+
+    def _build(self) -> None:
+        stage_name: str | None = None
+        try:
+            self._enforce_memory_fraction()
+            for placement in self.instance.stages:
+                stage_name = placement.stage
+                self._build_stage(placement)
+            stage_name = None
+            self._check_contract()
+        except BaseException:
+            raise StageBuildError(stage_name, traceback.format_exc()) from None
+
+    def _gpu_fractions(self) -> dict[int, float]:
+        totals: dict[int, float] = {}
+        for placement in self.instance.stages:
+            if placement.gpu is not None and placement.memory_fraction is not None:
+                totals[placement.gpu] = round(totals.get(placement.gpu, 0.0) + placement.memory_fraction, 6)
+        return totals
+
+    def _enforce_memory_fraction(self) -> None:
+        """Opt-in: cap this process's CUDA allocator at its stages' declared share of each GPU."""
+        if not self.options.enforce_memory_fraction or self.options.device == "cpu":
+            return
+        totals = self._gpu_fractions()
+        if not totals:
+            return
+        import torch
+
+        if not torch.cuda.is_available():
+            print(f"omni-runtime: {self.name}: no CUDA device, memory fraction enforcement skipped", file=sys.stderr)
+            return
+        for gpu, fraction in totals.items():
+            torch.cuda.set_per_process_memory_fraction(min(fraction, 1.0), gpu)
+
+    def _build_stage(self, placement: StagePlacement) -> None:
+        stage = self.topology.stage(placement.stage)
+        device, gpu_id = resolve_device(placement.gpu, self.options.device)
+        fractions = self._gpu_fractions()
+        injection = Injection(
+            gpu_id=gpu_id,
+            device=device,
+            total_gpu_memory_fraction=placement.memory_fraction,
+            process_total_gpu_memory_fraction=fractions.get(placement.gpu) if placement.gpu is not None else None,
+            stage_name=stage.name,
+            model_path=self.options.model_path,
+            tp_rank=placement.tp_rank,
+            tp_size=placement.tp_size,
+        )
+        factory = import_dotted(stage.factory)
+        obj = factory(**injected_kwargs(factory, injection, stage.factory_args))
+        self.adapters[stage.name] = StageAdapter(stage.name, obj)
+        self.devices[stage.name] = device
+        self.executors[stage.name] = ThreadPoolExecutor(max_workers=self.options.stage_threads, thread_name_prefix=f"stage-{stage.name}")
+        if stage.route_fn:
+            self.route_fns[stage.name] = import_dotted(stage.route_fn)
+        if stage.merge_fn:
+            self.merge_fns[stage.name] = import_dotted(stage.merge_fn)
+
+    def _check_contract(self) -> None:
+        for name, adapter in self.adapters.items():
+            producers = self.router.stream_producers[name]
+            if producers and not adapter.can_consume:
+                raise TypeError(
+                    f"stage {name} receives stream_to chunks from {', '.join(producers)} but its stage object "
+                    f"({type(adapter.obj).__name__}) has no consume(chunks, ctx) method (docs/stage-contract.md)"
+                )
+            feeds = [s.name for s in self.topology.stages if name in s.next and name not in s.stream_to]
+            if (feeds or name == self.topology.entry_stage or self.router.wait_sources[name]) and not adapter.can_process:
+                raise TypeError(f"stage {name} receives payloads but its stage object ({type(adapter.obj).__name__}) has no process(payload, ctx) method")
+
+    # inbound ---------------------------------------------------------------
+    async def _serve(self) -> None:
+        decode = self.wire.decode
+        while True:
+            frames = await self.inbox.recv_multipart(copy=False)
+            env = E.unpack(frames[0].buffer)
+            kind = env.kind
+            if kind == E.SHUTDOWN:
+                return
+            if kind == E.CANCEL:
+                req = self.requests.get(env.rid)
+                self._mark_finished(env.rid)
+                if req is not None:
+                    self._abort(req)
+                continue
+            if env.rid in self.finished:
+                self.wire.discard([f.buffer for f in frames[1:]])
+                continue
+            req = self._request(env.rid, env.binding)
+            req.timings.update(env.timings)
+            data = decode([f.buffer for f in frames[1:]]) if env.has_data else None
+            if kind == E.RUN:
+                self._on_payload(req, env.stage, env.src, StagePayload(env.rid, data))
+            elif kind == E.CHUNK:
+                self._channel(req, env.stage).put_nowait(data)
+            elif kind == E.DONE:
+                self._channel(req, env.stage).finish(StagePayload(env.rid, data) if env.has_data else None)
+
+    def _request(self, rid: str, binding: dict[str, int]) -> _Request:
+        req = self.requests.get(rid)
+        if req is None:
+            req = self.requests[rid] = _Request(rid, dict(binding), asyncio.Event())
+        return req
+
+    def _mark_finished(self, rid: str) -> None:
+        self.finished[rid] = None
+        while len(self.finished) > 10000:
+            self.finished.popitem(last=False)
+
+    def _on_payload(self, req: _Request, stage: str, src: str, payload: StagePayload) -> None:
+        sources = self.router.wait_sources[stage]
+        if sources and src in sources:
+            parts = req.parts.setdefault(stage, {})
+            parts[src] = payload
+            if not all(s in parts for s in sources):
+                return
+            del req.parts[stage]
+            self._spawn(req, self._merge_and_run(req, stage, parts))
+            return
+        self._spawn(req, self._run_stage(req, stage, payload, None))
+
+    def _channel(self, req: _Request, stage: str) -> ChunkChannel:
+        channel = req.channels.get(stage)
+        if channel is None:
+            channel = req.channels[stage] = ChunkChannel(self.loop, producers=len(self.router.stream_producers[stage]))
+            self._spawn(req, self._run_stage(req, stage, None, channel))
+        return channel
+
+    def _spawn(self, req: _Request, coro: Any) -> None:
+        task = self.loop.create_task(coro)
+        req.tasks.add(task)
+        task.add_done_callback(lambda t: self._task_done(req, t))
+
+    def _task_done(self, req: _Request, task: asyncio.Task[Any]) -> None:
+        req.tasks.discard(task)
+        if not req.tasks and not req.parts and self.requests.get(req.rid) is req:
+            del self.requests[req.rid]
+
+    def _abort(self, req: _Request) -> None:
+        req.cancel.set()
+        for channel in req.channels.values():
+            channel.abort(RequestCancelled())
+        current = asyncio.current_task()
+        for task in list(req.tasks):
+            if task is not current:
+                task.cancel()
+        self.requests.pop(req.rid, None)
+
+    # stage execution -------------------------------------------------------
+    def _context(self, req: _Request, stage: str) -> StageContext:
+        placement = self.local[stage]
+        return StageContext(
+            request_id=req.rid,
+            stage_name=stage,
+            process_name=self.router.stages[stage].process,
+            device=self.devices[stage],
+            tp_rank=placement.tp_rank,
+            tp_size=placement.tp_size,
+            cancel_event=req.cancel,
+            aemit=lambda chunk: self._emit(req, stage, chunk),
+            loop=self.loop,
+        )
+
+    async def _merge_and_run(self, req: _Request, stage: str, parts: dict[str, StagePayload]) -> None:
+        try:
+            merged = as_payload(stage, req.rid, self.merge_fns[stage](parts))
+        except Exception as exc:  # noqa: BLE001 - a user merge_fn failure fails its request
+            await self._fail(req, stage, exc, what="merge_fn")
+            return
+        await self._run_stage(req, stage, merged, None)
+
+    async def _run_stage(self, req: _Request, stage: str, payload: StagePayload | None, channel: ChunkChannel | None) -> None:
+        adapter = self.adapters[stage]
+        ctx = self._context(req, stage)
+        executor = self.executors[stage]
+        start = time.perf_counter()
+        try:
+            if channel is not None:
+                def on_end(upstream: Any) -> None:
+                    ctx.upstream_payload = upstream
+
+                result = await adapter.consume(channel.aiter(on_end), lambda: channel.iter_blocking(on_end), ctx, executor)
+            else:
+                assert payload is not None
+                result = await adapter.process(payload, ctx, executor)
+            if req.cancel.is_set():
+                return
+            out = as_payload(stage, req.rid, result)
+        except asyncio.CancelledError:
+            return
+        except RequestCancelled:
+            if req.cancel.is_set():
+                return
+            raise
+        except Exception as exc:  # noqa: BLE001 - any stage exception fails only this request
+            if not req.cancel.is_set():
+                await self._fail(req, stage, exc)
+            return
+        req.timings[stage] = time.perf_counter() - start
+        if (self.local[stage].tp_rank or 0) != 0:
+            return  # TP ranks > 0 computed their shard; rank 0's output continues
+        try:
+            await self._forward(req, stage, out)
+        except Exception as exc:  # noqa: BLE001 - route_fn errors / undeliverable output
+            if not req.cancel.is_set():
+                await self._fail(req, stage, exc, what="routing")
+
+    async def _fail(self, req: _Request, stage: str, exc: BaseException, what: str | None = None) -> None:
+        process = self.router.stages[stage].process
+        where = f"stage {stage} (process {process})" + (f" {what}" if what else "")
+        message = f"{where}: {type(exc).__name__}: {exc}"
+        detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self._abort(req)
+        self._mark_finished(req.rid)
+        await self.to_parent.send_multipart([E.pack(E.Envelope(E.ERROR, rid=req.rid, stage=stage, src=self.name, text=message)), detail.encode()])
+
+    # outbound --------------------------------------------------------------
+    async def _emit(self, req: _Request, stage: str, chunk: Any) -> None:
+        if req.cancel.is_set():
+            raise RequestCancelled()
+        if (self.local[stage].tp_rank or 0) != 0:
+            return
+        spec = self.router.stages[stage]
+        for target in spec.stream_to:
+            await self._send(req, target, E.CHUNK, stage, chunk, True)
+        if spec.terminal:
+            frames = self.wire.encode(chunk)
+            await self.to_parent.send_multipart([E.pack(E.Envelope(E.OUT, rid=req.rid, stage=stage, has_data=True)), *frames], copy=False)
+
+    async def _forward(self, req: _Request, stage: str, out: StagePayload) -> None:
+        spec = self.router.stages[stage]
+        chosen: list[str] = list(spec.next)
+        if stage in self.route_fns and chosen:
+            picked = self.route_fns[stage](out)
+            picked = [picked] if isinstance(picked, str) else list(picked)
+            unknown = [p for p in picked if p not in spec.next]
+            if unknown:
+                raise ValueError(f"route_fn returned {unknown!r}, which is not among next targets {list(spec.next)!r}")
+            chosen = picked
+        sent = False
+        for target in spec.stream_to:
+            carries = target in chosen
+            await self._send(req, target, E.DONE, stage, out if carries else None, carries)
+            sent = True
+        streamed = set(spec.stream_to)
+        for target in chosen:
+            if target not in streamed:
+                await self._send(req, target, E.RUN, stage, out, True)
+                sent = True
+        for target in self.router.fan_in_targets[stage]:
+            if target not in streamed and target not in chosen:
+                await self._send(req, target, E.RUN, stage, out, True)
+                sent = True
+        if spec.terminal:
+            frames = self.wire.encode(out.data)
+            await self.to_parent.send_multipart(
+                [E.pack(E.Envelope(E.RESULT, rid=req.rid, stage=stage, timings=req.timings, has_data=True)), *frames], copy=False
+            )
+            sent = True
+        if not sent:
+            raise ValueError(f"stage {stage} is not terminal and its output went to no stage (route_fn chose none of {list(spec.next)!r})")
+
+    async def _send(self, req: _Request, stage: str, kind: str, src: str, value: Any, has_data: bool) -> None:
+        """Deliver a payload, chunk or done signal to every instance running ``stage`` for this request."""
+        frames: list[Any] | None = None
+        for target in self.router.targets(stage, req.binding):
+            if target.instance == self.name:
+                self._deliver_local(req, kind, stage, src, value)
+                if kind == E.CHUNK:
+                    await req.channels[stage].put(value)
+                continue
+            if frames is None:
+                data = value.data if isinstance(value, StagePayload) else value
+                frames = self.wire.encode(data) if has_data else []
+            header = E.pack(E.Envelope(kind, rid=req.rid, stage=stage, src=src, binding=req.binding, timings=req.timings, has_data=has_data))
+            await self._peer(target.instance).send_multipart([header, *frames], copy=False)
+
+    def _deliver_local(self, req: _Request, kind: str, stage: str, src: str, value: Any) -> None:
+        """Hand the object itself to a stage of this process (chunks are queued by the caller, with back-pressure)."""
+        if kind == E.RUN:
+            self._on_payload(req, stage, src, value)
+        elif kind == E.CHUNK:
+            self._channel(req, stage)
+        elif kind == E.DONE:
+            self._channel(req, stage).finish(value)
+
+    def _peer(self, instance: str) -> zmq.asyncio.Socket:
+        sock = self.peers.get(instance)
+        if sock is None:
+            sock = self.peers[instance] = ipc.push_socket(self.zctx, ipc.endpoint(self.run_dir, self.topology, instance))
+        return sock

@@ -1,0 +1,39 @@
+"""Test topologies, compiled by the real omni-compiler from PipelineConfig values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omni_compiler import compile as compile_topology
+from omni_compiler.topology import CompiledTopology
+from omni_config.schema import PipelineConfig
+
+S = "runtime_stages.basic"
+
+
+def topology(stages: list[dict[str, Any]], **extra: Any) -> CompiledTopology:
+    return compile_topology(PipelineConfig.model_validate({"stages": stages, **extra}))
+
+
+def main_topology() -> CompiledTopology:
+    """Two processes, ``front`` and ``back``; the entry routes each request to one scenario."""
+    return topology(
+        [
+            {"name": "router", "factory": f"{S}:build_router", "process": "front", "route_fn": f"{S}:route_by_mode",
+             "next": ["produce", "fan", "boom", "slow", "stream_src", "inj_explicit"]},
+            {"name": "produce", "factory": f"{S}:build_produce", "process": "front", "next": "consume_local"},
+            {"name": "consume_local", "factory": f"{S}:build_consume_local", "process": "front", "next": "cross"},
+            {"name": "cross", "factory": f"{S}:build_cross", "process": "back", "terminal": True},
+            {"name": "fan", "factory": f"{S}:build_fan", "process": "front", "next": ["left", "right"]},
+            {"name": "left", "factory": f"{S}:build_branch", "factory_args": {"label": "left"}, "process": "front", "next": "join"},
+            {"name": "right", "factory": f"{S}:build_branch", "factory_args": {"label": "right"}, "process": "back", "next": "join"},
+            {"name": "join", "factory": f"{S}:build_join", "process": "back", "wait_for": ["left", "right"],
+             "merge_fn": f"{S}:merge_branches", "terminal": True},
+            {"name": "boom", "factory": f"{S}:build_boom", "process": "back", "terminal": True},
+            {"name": "slow", "factory": f"{S}:build_slow", "process": "back", "terminal": True},
+            {"name": "stream_src", "factory": f"{S}:build_stream_source", "process": "front", "stream_to": "stream_sink", "next": "stream_sink"},
+            {"name": "stream_sink", "factory": f"{S}:build_stream_sink", "process": "back", "terminal": True},
+            {"name": "inj_explicit", "factory": f"{S}:build_inj_explicit", "factory_args": {"label": "L"}, "process": "front", "gpu": 0, "next": "inj_kwargs"},
+            {"name": "inj_kwargs", "factory": f"{S}:build_inj_kwargs", "factory_args": {"extra": 1}, "process": "front", "gpu": 0, "terminal": True},
+        ]
+    )

@@ -1,0 +1,242 @@
+"""Stages for the main multi-purpose runtime test topology.
+
+An entry ``router`` picks one scenario per request from ``data["mode"]``, so
+one spawned topology serves many tests (spawning is the expensive part).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import time
+from typing import Any
+
+import torch
+
+from omni_runtime import StageContext, StagePayload
+
+
+def _touch(data: dict[str, Any], name: str) -> None:
+    pathlib.Path(data["marker_dir"], name).write_text(str(os.getpid()))
+
+
+def route_by_mode(payload: StagePayload) -> str:
+    return payload.data["mode"]
+
+
+class Router:
+    async def process(self, payload: StagePayload, ctx: StageContext) -> StagePayload:
+        payload.data.setdefault("trace", []).append([ctx.stage_name, ctx.process_name, os.getpid()])
+        return payload
+
+
+def build_router() -> Router:
+    return Router()
+
+
+# -- identity in-process, bytes across a process ------------------------------
+
+
+def make_values(seed: int) -> dict[str, Any]:
+    """Deterministic values of every codec type (the test recomputes them to compare)."""
+    gen = torch.Generator().manual_seed(seed)
+    return {
+        "f32": torch.randn(3, 5, generator=gen),
+        "bf16": torch.randn(4, 2, 3, generator=gen).to(torch.bfloat16),
+        "i64": torch.randint(-(2**40), 2**40, (7,), generator=gen),
+        "u8": torch.randint(0, 256, (2, 2, 2), generator=gen, dtype=torch.uint8),
+        "flag": torch.tensor([True, False, True]),
+        "scalar": torch.tensor(3.5, dtype=torch.float64),
+        "empty": torch.zeros(0, 4),
+        "blob": bytes(torch.randint(0, 256, (257,), generator=gen, dtype=torch.uint8).tolist()),
+        "nested": {"list": [1, 2.5, "x", None, True], "tuple": (1, "two"), "deep": {"k": [b"\x00\xff"]}},
+    }
+
+
+def produce(payload: StagePayload, ctx: StageContext) -> StagePayload:
+    values = make_values(payload.data["seed"])
+    out = StagePayload(payload.request_id, {**payload.data, "values": values, "producer_pid": os.getpid()})
+    out.data["ids"] = {"payload": id(out), "data": id(out.data), "f32": id(values["f32"])}
+    return out
+
+
+def build_produce():
+    return produce
+
+
+class ConsumeLocal:
+    def process(self, payload: StagePayload, ctx: StageContext) -> StagePayload:
+        ids = payload.data.pop("ids")
+        payload.data["same_object"] = {
+            "payload": id(payload) == ids["payload"],
+            "data": id(payload.data) == ids["data"],
+            "f32": id(payload.data["values"]["f32"]) == ids["f32"],
+            "pid": os.getpid() == payload.data["producer_pid"],
+        }
+        return payload
+
+
+def build_consume_local() -> ConsumeLocal:
+    return ConsumeLocal()
+
+
+def build_cross():
+    def cross(payload: StagePayload, ctx: StageContext) -> StagePayload:
+        payload.data["cross_pid"] = os.getpid()
+        payload.data["cross_process_name"] = ctx.process_name
+        return payload
+
+    return cross
+
+
+# -- fan-in -------------------------------------------------------------------
+
+
+def build_fan():
+    def fan(payload: StagePayload) -> StagePayload:  # no ctx: called with the payload only
+        payload.data["fanned"] = True
+        return payload
+
+    return fan
+
+
+class Branch:
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    async def process(self, payload: StagePayload, ctx: StageContext) -> StagePayload:
+        await asyncio.sleep(0)
+        return StagePayload(payload.request_id, {"label": self.label, "x": payload.data["x"] * (2 if self.label == "left" else 3), "pid": os.getpid()})
+
+
+def build_branch(label: str) -> Branch:
+    return Branch(label)
+
+
+def merge_branches(parts: dict[str, StagePayload]) -> StagePayload:
+    rid = next(iter(parts.values())).request_id
+    return StagePayload(rid, {"parts": {name: p.data for name, p in sorted(parts.items())}})
+
+
+def build_join():
+    def join(payload: StagePayload, ctx: StageContext) -> StagePayload:
+        parts = payload.data["parts"]
+        payload.data["sum"] = sum(p["x"] for p in parts.values())
+        return payload
+
+    return join
+
+
+# -- failures and cancellation ------------------------------------------------
+
+
+def build_boom():
+    def boom(payload: StagePayload, ctx: StageContext) -> StagePayload:
+        raise ValueError(f"bad input {payload.data['x']}")
+
+    return boom
+
+
+class Slow:
+    """Runs until cancelled (or ``seconds`` pass), leaving a marker when it saw the cancel."""
+
+    def process(self, payload: StagePayload, ctx: StageContext) -> StagePayload:
+        _touch(payload.data, f"slow-started-{payload.data['tag']}")
+        deadline = time.monotonic() + payload.data.get("seconds", 60.0)
+        while time.monotonic() < deadline:
+            if ctx.cancelled:
+                _touch(payload.data, f"slow-cancelled-{payload.data['tag']}")
+                return payload
+            time.sleep(0.01)
+        payload.data["finished"] = True
+        return payload
+
+
+def build_slow() -> Slow:
+    return Slow()
+
+
+# -- streaming ----------------------------------------------------------------
+
+
+def _wait_file(path: pathlib.Path, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+class StreamSource:
+    """Sync producer: emits ``n`` chunks; after the first, waits until the consumer has seen it."""
+
+    def process(self, payload: StagePayload, ctx: StageContext) -> StagePayload:
+        data = payload.data
+        n = data["n"]
+        saw_consumer = None
+        i = 0
+        while data.get("forever") or i < n:
+            if ctx.cancelled:
+                _touch(data, "producer-cancelled")
+                return payload
+            ctx.emit({"seq": i, "values": torch.full((4,), float(i)), "marker_dir": data["marker_dir"]})
+            if i == 0 and not data.get("forever"):
+                saw_consumer = _wait_file(pathlib.Path(data["marker_dir"], "consumer-got-0"), 20.0)
+            if data.get("forever"):
+                time.sleep(0.01)
+            i += 1
+        return StagePayload(payload.request_id, {"saw_consumer": saw_consumer, "emitted": n, "marker_dir": data["marker_dir"]})
+
+
+def build_stream_source() -> StreamSource:
+    return StreamSource()
+
+
+class StreamSink:
+    """Async consumer and terminal: re-emits each chunk to the client as audio."""
+
+    async def consume(self, chunks, ctx: StageContext) -> StagePayload:
+        order = []
+        marker_dir = None
+        try:
+            async for chunk in chunks:
+                marker_dir = chunk["marker_dir"]
+                order.append(chunk["seq"])
+                await ctx.aemit({"audio": chunk["values"].to(torch.float32) / 100.0, "sample_rate": 16000})
+                if len(order) == 1:
+                    # the first chunk is here while the producer still runs (it waits for this file)
+                    pathlib.Path(marker_dir, "consumer-got-0").write_text(str(os.getpid()))
+        finally:
+            if ctx.cancelled and marker_dir is not None:
+                pathlib.Path(marker_dir, "consumer-cancelled").write_text(str(os.getpid()))
+        upstream = ctx.upstream_payload
+        return StagePayload(ctx.request_id, {"order": order, "upstream": upstream.data if upstream is not None else None})
+
+
+def build_stream_sink() -> StreamSink:
+    return StreamSink()
+
+
+# -- factory injection ----------------------------------------------------------
+
+
+def build_inj_explicit(label: str, device: str, stage_name: str, gpu_id: int | None, model_path: str | None, tp_rank: int | None, tp_size: int):
+    got = {"label": label, "device": device, "stage_name": stage_name, "gpu_id": gpu_id, "model_path": model_path, "tp_rank": tp_rank, "tp_size": tp_size}
+
+    def run(payload: StagePayload, ctx: StageContext) -> StagePayload:
+        payload.data["explicit"] = {**got, "ctx_device": ctx.device}
+        return payload
+
+    return run
+
+
+def build_inj_kwargs(**kwargs: Any):
+    got = sorted(kwargs)
+
+    def run(payload: StagePayload, ctx: StageContext) -> StagePayload:
+        payload.data["kwargs_factory_got"] = got
+        return payload
+
+    return run
