@@ -172,8 +172,9 @@ def test_cancelled_request_stops_synthesising() -> None:
 
 
 def test_config_class_matches_the_pipeline_file() -> None:
-    config = EspeakConfig.load()
+    config = EspeakConfig().load()
     assert config.stage_names == ("preprocessing", "tts_engine", "vocoder")
     assert {s.process for s in config.stages} == {"pipeline"}
     assert config.stage("tts_engine").stream_to == ["vocoder"]
-    assert config.process_local_edges == EspeakConfig.process_local_edges() == []
+    assert config.process_local_edges == EspeakConfig().process_local_edges() == []
+    assert config.name == EspeakConfig.model_id
