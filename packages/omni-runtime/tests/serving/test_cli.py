@@ -1,0 +1,158 @@
+"""The ``omni`` command line: synthesize, topology, startup and config failures, health on a dead worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import openai
+import psutil
+import pytest
+import soundfile
+
+from .conftest import BROKEN_PIPELINE, MODEL_ID, PIPELINE, SAMPLE_RATE, omni_env, run_omni, shm_segments, start_server, wait_healthy
+from .stages import plan, tone
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _expected(text: str, voice: str | None = None, speed: float = 1.0) -> np.ndarray:
+    freq, total = plan(text, voice, speed, SAMPLE_RATE)
+    return np.rint(tone(freq, 0, total, SAMPLE_RATE).numpy() * 32767).astype(np.int16)
+
+
+def _compile_show(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "omni_compiler.cli", "show", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_synthesize_writes_a_valid_wav(tmp_path):
+    out = tmp_path / "out.wav"
+    text = "Synthesize this sentence once."
+    result = run_omni("synthesize", text, "-o", str(out), "--config", str(PIPELINE), "--device", "cpu", "--voice", "high")
+    assert result.returncode == 0, result.stderr
+    data = out.read_bytes()
+    assert data[:4] == b"RIFF" and data[8:16] == b"WAVEfmt "
+    _, tag, channels, rate, byte_rate, align, bits = struct.unpack("<IHHIIHH", data[16:36])
+    assert (tag, channels, rate, byte_rate, align, bits) == (1, 1, SAMPLE_RATE, SAMPLE_RATE * 2, 2, 16)
+    (size,) = struct.unpack("<I", data[40:44])
+    expected = _expected(text, "high")
+    assert size == 2 * len(expected) == len(data) - 44
+    np.testing.assert_array_equal(np.frombuffer(data[44:], "<i2"), expected)
+    assert f"wrote {out}" in result.stdout
+    assert "frontend : frontend" in result.stderr  # the topology table is printed before spawning
+
+
+def test_synthesize_flac_from_suffix_and_speed(tmp_path):
+    out = tmp_path / "out.flac"
+    text = "Twice as fast."
+    result = run_omni("synthesize", text, "-o", str(out), "--config", str(PIPELINE), "--speed", "2")
+    assert result.returncode == 0, result.stderr
+    samples, rate = soundfile.read(out, dtype="int16")
+    assert rate == SAMPLE_RATE
+    np.testing.assert_array_equal(samples, _expected(text, None, 2.0))
+
+
+def test_synthesize_stage_failure_exits_2_with_the_stage_message(tmp_path):
+    out = tmp_path / "out.wav"
+    result = run_omni("synthesize", "FAIL_FRONTEND please", "-o", str(out), "--config", str(PIPELINE))
+    assert result.returncode == 2
+    assert "stage frontend (process frontend): ValueError: the frontend refuses this text" in result.stderr
+    assert not out.exists()
+
+
+def test_synthesize_empty_text_is_a_user_error(tmp_path):
+    result = run_omni("synthesize", "  ", "-o", str(tmp_path / "x.wav"), "--config", str(PIPELINE))
+    assert result.returncode == 1
+    assert "the text is empty" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [["synthesize", "hello", "-o", "unused.wav"], ["serve", "--port", "0"]])
+def test_startup_failure_shows_stage_process_and_traceback(command, tmp_path):
+    before = shm_segments()
+    result = run_omni(*command, "--config", str(BROKEN_PIPELINE), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    err = result.stderr
+    assert "stage vocoder (process vocoder)" in err
+    assert "Traceback (most recent call last)" in err
+    assert "cannot load weights for vocoder: /nonexistent/checkpoint is missing" in err
+    assert not (tmp_path / "unused.wav").exists()
+    assert not {s for s in shm_segments() - before if "omni" in s}
+
+
+@pytest.mark.parametrize("extra", [[], ["--processes.vocoder.num_replicas", "2"], ["--stages.vocoder.process", "frontend"]])
+def test_topology_equals_omni_compile_show(extra):
+    ours = run_omni("topology", "--config", str(PIPELINE), *extra)
+    theirs = _compile_show(str(PIPELINE), *extra)
+    assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
+    assert ours.stdout == theirs.stdout
+    json_ours = run_omni("topology", "--config", str(PIPELINE), "--format", "json", *extra)
+    json_theirs = _compile_show(str(PIPELINE), "--format", "json", *extra)
+    assert json_ours.stdout == json_theirs.stdout
+
+
+def test_config_errors_exit_1_without_traceback():
+    result = run_omni("topology", "--config", str(PIPELINE), "--stages.vocodr.process", "x")
+    assert result.returncode == 1
+    assert "stages.vocodr" in result.stderr and "did you mean 'vocoder'" in result.stderr
+    assert "Traceback" not in result.stderr
+    serve = run_omni("serve", "--config", str(PIPELINE), "--port", "0", "--stages.vocoder.procss", "x")
+    assert serve.returncode == 1 and "stages.vocoder.procss" in serve.stderr and "Traceback" not in serve.stderr
+
+
+def test_missing_config_file_exits_2(tmp_path):
+    result = run_omni("topology", "--config", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2
+    assert "nope.yaml" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_port_in_use_is_a_user_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_omni("serve", "--config", str(PIPELINE), "--port", str(port))
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}: address already in use" in result.stderr
+    assert "--port" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_help_lists_every_command():
+    result = run_omni("--help")
+    assert result.returncode == 0
+    for command in ("serve", "synthesize", "topology", "bench"):
+        assert command in result.stdout
+
+
+def test_killed_worker_turns_health_unhealthy_and_requests_fail_fast(tmp_path):
+    before = shm_segments()
+    server = start_server(env={"SERVING_TEST_PID_DIR": str(tmp_path)})
+    try:
+        wait_healthy(server.url)
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=60)
+        os.kill(int((tmp_path / "vocoder.pid").read_text()), signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while True:
+            health = httpx.get(f"{server.url}/health", timeout=10)
+            if health.status_code == 503:
+                break
+            assert time.monotonic() < deadline, "/health never turned unhealthy after SIGKILL of a worker"
+            time.sleep(0.05)
+        assert health.json()["status"] == "unhealthy"
+        assert health.json()["processes"]["vocoder"] == "dead"
+        with pytest.raises(openai.APIStatusError) as info:
+            client.audio.speech.create(model=MODEL_ID, input="anyone there?", voice="alloy")
+        assert info.value.status_code == 503
+        metrics = httpx.get(f"{server.url}/metrics").text
+        assert "omni_runtime_healthy 0.0" in metrics
+    finally:
+        server.stop()
+    gone, alive = psutil.wait_procs(server.children, timeout=10)
+    assert not alive
+    assert not {s for s in shm_segments() - before if "omni" in s}
