@@ -63,6 +63,7 @@ def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[
     cli_layer: list[Override] = []
     seen: dict[tuple[str, ...], Override] = {}
     for path, text in pairs:
+        path = _regroup_names(path, raw)
         kind = _kind_of(path)
         try:
             value = parse_value(text, kind) if kind is not None else text
@@ -88,6 +89,22 @@ def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[
         raise ConfigError(issues)
     assert config is not None
     return config
+
+
+def _regroup_names(path: tuple[str, ...], raw: Any) -> tuple[str, ...]:
+    """Re-join a stage or process name that itself contains dots (``--processes.0.10.num_replicas``).
+
+    Names may contain '.', and splitting the flag on every dot would make such a
+    stage or process unreachable from the command line.
+    """
+    if path[0] == "processes" and len(path) > 3:
+        return ("processes", ".".join(path[1:-1]), path[-1])
+    if path[0] == "stages" and len(path) > 3 and isinstance(raw, dict) and isinstance(raw.get("stages"), list):
+        names = {s.get("name") for s in raw["stages"] if isinstance(s, dict)}
+        for end in range(len(path) - 1, 2, -1):  # the longest stage name wins
+            if ".".join(path[1:end]) in names:
+                return ("stages", ".".join(path[1:end]), *path[end:])
+    return path
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
