@@ -1,14 +1,17 @@
-"""The control header of every runtime message (first ZeroMQ frame).
+"""Message kinds and the header of every runtime message.
 
-A small msgspec struct encoded as a msgpack array: request id, message kind,
-the stage it is for, the stage it came from, the request's replica binding and
-the stage timings gathered so far. The payload or chunk itself follows in the
-next frames, encoded by the transport codec; no pickle anywhere.
+Messages travel through the transport's channels (``omni_runtime.transport``):
+a small header dict (msgpack, plain values only) plus an optional payload
+encoded by the typed codec (tensors inline or through shared memory; no
+pickle anywhere). Header keys are one letter because every hop pays for them.
 """
 
 from __future__ import annotations
 
-import msgspec
+from typing import Any
+
+PARENT = "@parent"
+"""Endpoint name of the parent's inbox (``@`` cannot appear in a user's process name)."""
 
 # message kinds -------------------------------------------------------------
 RUN = "run"  # a payload for a stage (next / wait_for edge)
@@ -22,27 +25,32 @@ RESULT = "result"  # worker -> parent: terminal payload
 OUT = "out"  # worker -> parent: a terminal stage's streamed output chunk
 ERROR = "error"  # worker -> parent: a stage failed this request
 
-
-class Envelope(msgspec.Struct, array_like=True, frozen=True):
-    kind: str
-    rid: str = ""
-    stage: str = ""
-    src: str = ""
-    binding: dict[str, int] = {}
-    timings: dict[str, float] = {}
-    text: str = ""
-    """Error message, traceback or sender instance name, depending on ``kind``."""
-    has_data: bool = False
-    """Whether payload/chunk frames follow (a done signal may carry none)."""
+# header keys ---------------------------------------------------------------
+KIND = "k"
+RID = "r"
+STAGE = "s"  # destination stage (or reporting stage for error / startup_error)
+SRC = "f"  # source stage, or sender instance for ready / startup_error / error
+BINDING = "b"  # replica binding of the request: group -> replica index
+TIMINGS = "t"  # stage -> seconds gathered so far along this path
+HAS_DATA = "p"  # a payload follows (a done signal may carry none)
+TEXT = "x"  # error message
 
 
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(Envelope)
-
-
-def pack(envelope: Envelope) -> bytes:
-    return _encoder.encode(envelope)
-
-
-def unpack(frame: bytes | memoryview) -> Envelope:
-    return _decoder.decode(frame)
+def header(kind: str, rid: str = "", stage: str = "", src: str = "", binding: dict[str, int] | None = None,
+           timings: dict[str, float] | None = None, has_data: bool = False, text: str = "") -> dict[str, Any]:
+    h: dict[str, Any] = {KIND: kind}
+    if rid:
+        h[RID] = rid
+    if stage:
+        h[STAGE] = stage
+    if src:
+        h[SRC] = src
+    if binding:
+        h[BINDING] = binding
+    if timings:
+        h[TIMINGS] = timings
+    if has_data:
+        h[HAS_DATA] = True
+    if text:
+        h[TEXT] = text
+    return h

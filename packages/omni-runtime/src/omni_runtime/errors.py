@@ -41,6 +41,8 @@ class RequestFailed(RuntimeFailure):
         self.stage = stage
         self.process = process
         self.kind = kind
+        self.detail = ""
+        """The stage's formatted traceback, for logs (never shown to API clients)."""
         """One of ``stage_error``, ``process_died``, ``cancelled``, ``shutdown``, ``unavailable``."""
 
 

@@ -48,9 +48,9 @@ def describe_exit(code: int | None) -> str:
 
 
 class Launcher:
-    def __init__(self, topology: CompiledTopology, run_dir: str, options: worker.WorkerOptions, on_exit: Callable[[WorkerProcess], None]) -> None:
+    def __init__(self, topology: CompiledTopology, run_json: str, options: worker.WorkerOptions, on_exit: Callable[[WorkerProcess], None]) -> None:
         self.topology = topology
-        self.run_dir = run_dir
+        self.run_json = run_json
         self.options = options
         self.on_exit = on_exit
         self.workers: dict[str, WorkerProcess] = {}
@@ -64,7 +64,7 @@ class Launcher:
         for inst in self.topology.instances:
             proc = self._ctx.Process(
                 target=worker.main,
-                args=(topology_json, inst.name, self.run_dir, os.getpid(), options_json),
+                args=(topology_json, inst.name, self.run_json, os.getpid(), options_json),
                 name=f"omni:{inst.name}",
                 daemon=False,
             )

@@ -11,19 +11,18 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import os
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterator
 
-import zmq
-import zmq.asyncio
+import json
 
 from omni_compiler.topology import CompiledTopology
 
 from . import envelope as E
-from . import ipc
 from .errors import RequestCancelled, RequestFailed, RuntimeNotRunning, StartupError
 from .launcher import DEAD, READY, STARTING, STOPPED, Launcher, WorkerProcess, describe_exit
 from .routing import ReplicaChooser, Router
@@ -107,6 +106,8 @@ class Runtime:
         enforce_memory_fraction: bool = False,
         log: Callable[[str], Any] | None = print,
         stage_threads: int = 64,
+        shm_budget_bytes: int = 1 << 30,
+        send_timeout: float = 30.0,
     ) -> None:
         """``topology``: a :class:`CompiledTopology` or a ``PipelineConfig`` (compiled here, once)."""
         if not isinstance(topology, CompiledTopology):
@@ -122,13 +123,16 @@ class Runtime:
         self.router = Router(topology)
         self.chooser = ReplicaChooser(self.router, replica_policy)
         self.options = WorkerOptions(
-            device=device, model_path=model_path, enforce_memory_fraction=enforce_memory_fraction, stage_threads=stage_threads
+            device=device,
+            model_path=model_path,
+            enforce_memory_fraction=enforce_memory_fraction,
+            stage_threads=stage_threads,
+            shm_budget_bytes=shm_budget_bytes,
         )
-        self.run_dir: str | None = None
+        self.send_timeout = send_timeout
+        self.run: Any = None
+        self._plane: Any = None
         self._launcher: Launcher | None = None
-        self._zctx: zmq.asyncio.Context | None = None
-        self._inbox: zmq.asyncio.Socket | None = None
-        self._push: dict[str, zmq.asyncio.Socket] = {}
         self._recv_task: asyncio.Task[None] | None = None
         self._inflight: dict[str, _Inflight] = {}
         self._load: dict[str, int] = {i.name: 0 for i in topology.instances}
@@ -139,7 +143,6 @@ class Runtime:
         self._startup_failure: StartupError | None = None
         self._shutting_down = False
         self._atexit: Callable[[], None] | None = None
-        self._wire: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -----------------------------------------------------------
@@ -155,23 +158,20 @@ class Runtime:
         self._started = True
         from omni_compiler import render
 
-        from . import wire
+        from .plane import Plane
+        from .transport import RunDir
 
-        self._wire = wire
         self._loop = asyncio.get_running_loop()
         self.log(render.table(self.topology))
-        self.run_dir = ipc.make_run_dir()
-        self.options = WorkerOptions(**{**self.options.__dict__, "run_id": self.run_dir.rsplit("/", 1)[-1]})
-        self._zctx = zmq.asyncio.Context()
-        self._inbox = ipc.pull_socket(self._zctx, ipc.endpoint(self.run_dir, self.topology, ipc.PARENT))
-        self._startup = self._loop.create_future()
-        self._launcher = Launcher(self.topology, self.run_dir, self.options, self._on_exit)
-        self._recv_task = self._loop.create_task(self._receive())
-        launcher = self._launcher
-        self._atexit = lambda: _emergency_cleanup(launcher, self.run_dir)
-        atexit.register(self._atexit)
         began = time.perf_counter()
+        self.run = run = RunDir.create(base=os.environ.get("OMNI_RUNTIME_IPC_DIR"))
+        self._startup = self._loop.create_future()
+        self._launcher = launcher = Launcher(self.topology, json.dumps(run.to_dict()), self.options, self._on_exit)
+        self._atexit = lambda: _emergency_cleanup(launcher, run)
+        atexit.register(self._atexit)
         try:
+            self._plane = Plane(run, E.PARENT, self.options.shm_budget_bytes, send_timeout=self.send_timeout)
+            self._recv_task = self._loop.create_task(self._receive())
             launcher.spawn_all()
             try:
                 await asyncio.wait_for(asyncio.shield(self._startup), self.startup_timeout)
@@ -187,7 +187,7 @@ class Runtime:
             await self._teardown(kill=True)
             raise
         for inst in self.topology.instances:
-            self._push[inst.name] = ipc.push_socket(self._zctx, ipc.endpoint(self.run_dir, self.topology, inst.name))
+            self._plane.outbox(inst.name)
         self._accepting = True
         count = len(self.topology.instances)
         self.log(f"omni: {count} process{'es' if count != 1 else ''} ready in {time.perf_counter() - began:.1f} s")
@@ -209,10 +209,8 @@ class Runtime:
             await self._cancel(req, RequestFailed("the runtime shut down before the request finished", kind="shutdown"))
         assert self._launcher is not None
         for wp in self._launcher.alive():
-            sock = self._push.get(wp.name)
-            if sock is not None:
-                with contextlib.suppress(zmq.ZMQError):
-                    await sock.send_multipart([E.pack(E.Envelope(E.SHUTDOWN))])
+            with contextlib.suppress(Exception):
+                await self._plane.outbox(wp.name).send(E.header(E.SHUTDOWN), timeout=1.0)
         stopped = await self._launcher.wait_exited(max(deadline - time.perf_counter(), 1.0))
         await self._teardown(kill=not stopped)
 
@@ -229,15 +227,10 @@ class Runtime:
             self._recv_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._recv_task
-        for sock in [self._inbox, *self._push.values()]:
-            if sock is not None:
-                sock.close(linger=0)
-        if self._zctx is not None:
-            self._zctx.term()
-        if self._wire is not None and self.run_dir is not None:
-            self._wire.cleanup_run(self.options.run_id)
-        if self.run_dir is not None:
-            ipc.remove_run_dir(self.run_dir)
+        if self._plane is not None:
+            self._plane.close()
+        if self.run is not None:
+            self.run.cleanup()
         if self._atexit is not None:
             atexit.unregister(self._atexit)
             self._atexit = None
@@ -269,10 +262,14 @@ class Runtime:
         self._inflight[rid] = req
         for name in instances:
             self._load[name] += 1
-        frames = self._wire.encode(data)
-        header = E.pack(E.Envelope(E.RUN, rid=rid, stage=self.topology.entry_stage, binding=binding, has_data=True))
-        for target in self.router.targets(self.topology.entry_stage, binding):
-            await self._push[target.instance].send_multipart([header, *frames], copy=False)
+        header = E.header(E.RUN, rid=rid, stage=self.topology.entry_stage, binding=binding, has_data=True)
+        try:
+            for target in self.router.targets(self.topology.entry_stage, binding):
+                await self._plane.outbox(target.instance).send(header, data)
+        except BaseException as exc:
+            self._finish(req, error=RequestFailed(f"could not admit the request: {exc}", kind="unavailable"))
+            await self._broadcast_cancel(req)
+            raise req.future.exception() from exc  # type: ignore[misc]
         return RequestHandle(self, req)
 
     def health(self) -> dict[str, Any]:
@@ -295,14 +292,13 @@ class Runtime:
         await self._broadcast_cancel(req)
 
     async def _broadcast_cancel(self, req: _Inflight, skip: str | None = None) -> None:
-        header = E.pack(E.Envelope(E.CANCEL, rid=req.rid))
+        header = E.header(E.CANCEL, rid=req.rid)
         for name in req.instances:
-            sock = self._push.get(name)
             wp = self._launcher.workers.get(name) if self._launcher else None
-            if sock is None or name == skip or wp is None or wp.state != READY:
+            if name == skip or wp is None or wp.state != READY or self._plane is None:
                 continue
-            with contextlib.suppress(zmq.ZMQError):
-                await sock.send_multipart([header])
+            with contextlib.suppress(Exception):
+                await self._plane.outbox(name).send(header, timeout=1.0)
 
     def _finish(self, req: _Inflight, result: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
         if req.future.done():
@@ -319,33 +315,49 @@ class Runtime:
 
     # -- inbound -------------------------------------------------------------
     async def _receive(self) -> None:
-        assert self._inbox is not None
-        decode = self._wire.decode
+        inbox = self._plane.inbox
         while True:
-            frames = await self._inbox.recv_multipart(copy=False)
-            env = E.unpack(frames[0].buffer)
-            kind = env.kind
+            try:
+                msg = await inbox.recv()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a malformed message must not stop the parent
+                self.log(f"omni: dropped a malformed message: {exc}")
+                continue
+            h = msg.header
+            kind = h[E.KIND]
             if kind == E.READY:
-                self._on_ready(env.src)
+                msg.discard()
+                self._on_ready(h[E.SRC])
                 continue
             if kind == E.STARTUP_ERROR:
-                self._on_startup_error(env.src, env.stage or None, env.text)
+                tb = msg.payload() if h.get(E.HAS_DATA) else ""
+                self._on_startup_error(h[E.SRC], h.get(E.STAGE) or None, tb)
                 continue
-            req = self._inflight.get(env.rid)
+            req = self._inflight.get(h.get(E.RID, ""))
             if req is None:
-                if env.has_data:
-                    self._wire.discard([f.buffer for f in frames[1:]])
+                msg.discard()
+                continue
+            try:
+                data = (await msg.payload_async()) if h.get(E.HAS_DATA) else None
+            except Exception as exc:  # noqa: BLE001 - an undecodable result fails its request
+                msg.discard()
+                self._finish(req, error=RequestFailed(f"could not decode a message for the request: {exc}"))
+                await self._broadcast_cancel(req)
                 continue
             if kind == E.OUT:
-                req.chunks.put_nowait(decode([f.buffer for f in frames[1:]]))
+                req.chunks.put_nowait(data)
             elif kind == E.RESULT:
-                req.timings.update(env.timings)
-                self._finish(req, result=decode([f.buffer for f in frames[1:]]))
+                req.timings.update(h.get(E.TIMINGS, {}))
+                self._finish(req, result=data)
             elif kind == E.ERROR:
-                req.timings.update(env.timings)
-                process = self.router.stages[env.stage].process if env.stage in self.router.stages else None
-                self._finish(req, error=RequestFailed(env.text, stage=env.stage or None, process=process))
-                await self._broadcast_cancel(req, skip=env.src)
+                req.timings.update(h.get(E.TIMINGS, {}))
+                stage = h.get(E.STAGE, "")
+                process = self.router.stages[stage].process if stage in self.router.stages else None
+                error = RequestFailed(h.get(E.TEXT, "stage failed"), stage=stage or None, process=process)
+                error.detail = data if isinstance(data, str) else ""
+                self._finish(req, error=error)
+                await self._broadcast_cancel(req, skip=h.get(E.SRC))
 
     def _on_ready(self, name: str) -> None:
         assert self._launcher is not None
@@ -462,8 +474,7 @@ class SyncRuntime:
         return self.runtime.queue_depths()
 
 
-def _emergency_cleanup(launcher: Launcher, run_dir: str | None) -> None:
-    """At interpreter exit without ``shutdown()``: kill workers, remove the IPC directory."""
+def _emergency_cleanup(launcher: Launcher, run: Any) -> None:
+    """At interpreter exit without ``shutdown()``: kill workers, remove the IPC directory and shared memory."""
     launcher.kill_all_sync()
-    if run_dir is not None:
-        ipc.remove_run_dir(run_dir)
+    run.cleanup()

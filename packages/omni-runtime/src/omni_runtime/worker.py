@@ -23,13 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import zmq
-import zmq.asyncio
-
 from omni_compiler.topology import CompiledTopology, ProcessInstance, StagePlacement
 
 from . import envelope as E
-from . import ipc, pdeath
+from . import pdeath
 from .channel import ChunkChannel
 from .context import StageContext
 from .errors import RequestCancelled
@@ -47,7 +44,7 @@ class WorkerOptions:
     model_path: str | None = None
     enforce_memory_fraction: bool = False
     stage_threads: int = 64
-    run_id: str = ""
+    shm_budget_bytes: int = 1 << 30
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -75,15 +72,16 @@ class StageBuildError(Exception):
         self.tb = tb
 
 
-def main(topology_json: str, instance_name: str, run_dir: str, parent_pid: int, options_json: str) -> None:
+def main(topology_json: str, instance_name: str, run_json: str, parent_pid: int, options_json: str) -> None:
     """Entry point of a spawned worker process (the ``multiprocessing`` target)."""
-    pdeath.arm(parent_pid, lambda: _on_parent_death(run_dir))
+    run = json.loads(run_json)
+    pdeath.arm(parent_pid, lambda: _on_parent_death(run))
     topology = CompiledTopology.from_json(topology_json)
     options = WorkerOptions.from_json(options_json)
     instance = next(i for i in topology.instances if i.name == instance_name)
     for placement in instance.stages:
         os.environ.update(topology.stage(placement.stage).env)
-    worker = Worker(topology, instance, run_dir, options)
+    worker = Worker(topology, instance, run, options)
     try:
         asyncio.run(worker.run())
     finally:
@@ -93,19 +91,19 @@ def main(topology_json: str, instance_name: str, run_dir: str, parent_pid: int, 
     os._exit(0)
 
 
-def _on_parent_death(run_dir: str) -> None:
-    from . import wire
+def _on_parent_death(run: dict[str, str]) -> None:
+    """The parent is gone (even SIGKILL): remove the run's sockets and shared memory ourselves."""
+    from .transport import RunDir
 
-    wire.cleanup_process()
-    ipc.remove_run_dir(run_dir)
+    RunDir.from_dict(run).cleanup()
 
 
 class Worker:
-    def __init__(self, topology: CompiledTopology, instance: ProcessInstance, run_dir: str, options: WorkerOptions) -> None:
+    def __init__(self, topology: CompiledTopology, instance: ProcessInstance, run: dict[str, str], options: WorkerOptions) -> None:
         self.topology = topology
         self.instance = instance
         self.name = instance.name
-        self.run_dir = run_dir
+        self.run_spec = run
         self.options = options
         self.router = Router(topology)
         self.local: dict[str, StagePlacement] = {p.stage: p for p in instance.stages}
@@ -116,40 +114,32 @@ class Worker:
         self.merge_fns: dict[str, Callable[[dict[str, StagePayload]], Any]] = {}
         self.requests: dict[str, _Request] = {}
         self.finished: OrderedDict[str, None] = OrderedDict()
-        self.peers: dict[str, zmq.asyncio.Socket] = {}
         self.loop: asyncio.AbstractEventLoop
 
     # lifecycle -------------------------------------------------------------
     async def run(self) -> None:
-        from . import wire
+        from .plane import Plane
+        from .transport import RunDir
 
-        self.wire = wire
         self.loop = asyncio.get_running_loop()
-        self.zctx = zmq.asyncio.Context()
-        self.inbox = ipc.pull_socket(self.zctx, ipc.endpoint(self.run_dir, self.topology, self.name))
-        self.to_parent = ipc.push_socket(self.zctx, ipc.endpoint(self.run_dir, self.topology, ipc.PARENT))
+        self.plane = Plane(RunDir.from_dict(self.run_spec), self.name, self.options.shm_budget_bytes)
+        self.to_parent = self.plane.outbox(E.PARENT)
         try:
-            self._build()
-        except StageBuildError as exc:
-            await self.to_parent.send_multipart([E.pack(E.Envelope(E.STARTUP_ERROR, stage=exc.stage or "", text=exc.tb, src=self.name))])
-            await asyncio.sleep(0)  # let the send leave before exiting
-            self._close()
-            return
-        await self.to_parent.send_multipart([E.pack(E.Envelope(E.READY, src=self.name))])
-        try:
-            await self._serve()
+            try:
+                self._build()
+            except StageBuildError as exc:
+                await self.to_parent.send(E.header(E.STARTUP_ERROR, stage=exc.stage or "", src=self.name, has_data=True), exc.tb)
+                return
+            await self.to_parent.send(E.header(E.READY, src=self.name))
+            try:
+                await self._serve()
+            finally:
+                for req in list(self.requests.values()):
+                    self._abort(req)
+                for executor in self.executors.values():
+                    executor.shutdown(wait=False, cancel_futures=True)
         finally:
-            for req in list(self.requests.values()):
-                self._abort(req)
-            for executor in self.executors.values():
-                executor.shutdown(wait=False, cancel_futures=True)
-            wire.cleanup_process()
-            self._close()
-
-    def _close(self) -> None:
-        for sock in [self.inbox, self.to_parent, *self.peers.values()]:
-            sock.close(linger=0)
-        self.zctx.term()
+            self.plane.close()
 
     def _build(self) -> None:
         stage_name: str | None = None
@@ -223,31 +213,46 @@ class Worker:
 
     # inbound ---------------------------------------------------------------
     async def _serve(self) -> None:
-        decode = self.wire.decode
+        inbox = self.plane.inbox
         while True:
-            frames = await self.inbox.recv_multipart(copy=False)
-            env = E.unpack(frames[0].buffer)
-            kind = env.kind
+            msg = await inbox.recv()
+            h = msg.header
+            kind = h[E.KIND]
             if kind == E.SHUTDOWN:
+                msg.discard()
                 return
+            rid = h.get(E.RID, "")
             if kind == E.CANCEL:
-                req = self.requests.get(env.rid)
-                self._mark_finished(env.rid)
+                msg.discard()
+                req = self.requests.get(rid)
+                self._mark_finished(rid)
                 if req is not None:
                     self._abort(req)
                 continue
-            if env.rid in self.finished:
-                self.wire.discard([f.buffer for f in frames[1:]])
+            if rid in self.finished:
+                msg.discard()
                 continue
-            req = self._request(env.rid, env.binding)
-            req.timings.update(env.timings)
-            data = decode([f.buffer for f in frames[1:]]) if env.has_data else None
+            has_data = h.get(E.HAS_DATA, False)
+            try:
+                data = (await msg.payload_async()) if has_data else None
+            except Exception as exc:  # noqa: BLE001 - a malformed or stale message fails its request only
+                msg.discard()
+                req = self._request(rid, h.get(E.BINDING, {}))
+                await self._fail(req, h.get(E.STAGE, ""), exc, what="receive")
+                continue
+            if not has_data:
+                msg.discard()
+            req = self._request(rid, h.get(E.BINDING, {}))
+            timings = h.get(E.TIMINGS)
+            if timings:
+                req.timings.update(timings)
+            stage = h[E.STAGE]
             if kind == E.RUN:
-                self._on_payload(req, env.stage, env.src, StagePayload(env.rid, data))
+                self._on_payload(req, stage, h.get(E.SRC, ""), StagePayload(rid, data))
             elif kind == E.CHUNK:
-                self._channel(req, env.stage).put_nowait(data)
+                self._channel(req, stage).put_nowait(data)
             elif kind == E.DONE:
-                self._channel(req, env.stage).finish(StagePayload(env.rid, data) if env.has_data else None)
+                self._channel(req, stage).finish(StagePayload(rid, data) if has_data else None)
 
     def _request(self, rid: str, binding: dict[str, int]) -> _Request:
         req = self.requests.get(rid)
@@ -359,13 +364,13 @@ class Worker:
                 await self._fail(req, stage, exc, what="routing")
 
     async def _fail(self, req: _Request, stage: str, exc: BaseException, what: str | None = None) -> None:
-        process = self.router.stages[stage].process
+        process = self.router.stages[stage].process if stage in self.router.stages else self.instance.process
         where = f"stage {stage} (process {process})" + (f" {what}" if what else "")
         message = f"{where}: {type(exc).__name__}: {exc}"
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self._abort(req)
         self._mark_finished(req.rid)
-        await self.to_parent.send_multipart([E.pack(E.Envelope(E.ERROR, rid=req.rid, stage=stage, src=self.name, text=message)), detail.encode()])
+        await self.to_parent.send(E.header(E.ERROR, rid=req.rid, stage=stage, src=self.name, timings=req.timings, text=message, has_data=True), detail)
 
     # outbound --------------------------------------------------------------
     async def _emit(self, req: _Request, stage: str, chunk: Any) -> None:
@@ -377,8 +382,7 @@ class Worker:
         for target in spec.stream_to:
             await self._send(req, target, E.CHUNK, stage, chunk, True)
         if spec.terminal:
-            frames = self.wire.encode(chunk)
-            await self.to_parent.send_multipart([E.pack(E.Envelope(E.OUT, rid=req.rid, stage=stage, has_data=True)), *frames], copy=False)
+            await self.to_parent.send(E.header(E.OUT, rid=req.rid, stage=stage, has_data=True), chunk, timeout=None)
 
     async def _forward(self, req: _Request, stage: str, out: StagePayload) -> None:
         spec = self.router.stages[stage]
@@ -405,28 +409,23 @@ class Worker:
                 await self._send(req, target, E.RUN, stage, out, True)
                 sent = True
         if spec.terminal:
-            frames = self.wire.encode(out.data)
-            await self.to_parent.send_multipart(
-                [E.pack(E.Envelope(E.RESULT, rid=req.rid, stage=stage, timings=req.timings, has_data=True)), *frames], copy=False
-            )
+            await self.to_parent.send(E.header(E.RESULT, rid=req.rid, stage=stage, timings=req.timings, has_data=True), out.data, timeout=None)
             sent = True
         if not sent:
             raise ValueError(f"stage {stage} is not terminal and its output went to no stage (route_fn chose none of {list(spec.next)!r})")
 
     async def _send(self, req: _Request, stage: str, kind: str, src: str, value: Any, has_data: bool) -> None:
         """Deliver a payload, chunk or done signal to every instance running ``stage`` for this request."""
-        frames: list[Any] | None = None
+        data = value.data if isinstance(value, StagePayload) else value
         for target in self.router.targets(stage, req.binding):
             if target.instance == self.name:
                 self._deliver_local(req, kind, stage, src, value)
                 if kind == E.CHUNK:
                     await req.channels[stage].put(value)
                 continue
-            if frames is None:
-                data = value.data if isinstance(value, StagePayload) else value
-                frames = self.wire.encode(data) if has_data else []
-            header = E.pack(E.Envelope(kind, rid=req.rid, stage=stage, src=src, binding=req.binding, timings=req.timings, has_data=has_data))
-            await self._peer(target.instance).send_multipart([header, *frames], copy=False)
+            # each TP rank gets its own encoding: a shared-memory reference is claimed once
+            header = E.header(kind, rid=req.rid, stage=stage, src=src, binding=req.binding, timings=req.timings, has_data=has_data)
+            await self.plane.outbox(target.instance).send(header, data if has_data else None, timeout=None)
 
     def _deliver_local(self, req: _Request, kind: str, stage: str, src: str, value: Any) -> None:
         """Hand the object itself to a stage of this process (chunks are queued by the caller, with back-pressure)."""
@@ -436,9 +435,3 @@ class Worker:
             self._channel(req, stage)
         elif kind == E.DONE:
             self._channel(req, stage).finish(value)
-
-    def _peer(self, instance: str) -> zmq.asyncio.Socket:
-        sock = self.peers.get(instance)
-        if sock is None:
-            sock = self.peers[instance] = ipc.push_socket(self.zctx, ipc.endpoint(self.run_dir, self.topology, instance))
-        return sock
