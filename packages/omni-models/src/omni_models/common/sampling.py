@@ -43,14 +43,16 @@ class SamplingParams:
 
 
 def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> torch.Tensor:
-    """Sample ids from ``logits`` ``[..., vocab]``; temperature 0 is greedy. Returns ``[...]``."""
+    """Sample ids from ``logits`` ``[..., vocab]``; temperature 0 is greedy. Returns ``[...]``.
+
+    Top-k, then the Gumbel-max trick over the k survivors (one small uniform draw from the
+    request's generator), which is exact categorical sampling and cheap per step.
+    """
     if params.temperature == 0:
         return logits.argmax(dim=-1)
     logits = logits.float() / params.temperature
-    if params.top_k and params.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
-    flat = probs.reshape(-1, probs.shape[-1]).cpu()
-    ids = torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
-    return ids.to(logits.device)
+    k = min(params.top_k or logits.shape[-1], logits.shape[-1])
+    values, indices = torch.topk(logits, k, dim=-1)
+    uniform = torch.rand(values.shape, generator=generator).clamp_(1e-10, 1.0 - 1e-7).to(values.device)
+    choice = (values - torch.log(-torch.log(uniform))).argmax(dim=-1, keepdim=True)
+    return indices.gather(-1, choice).squeeze(-1)

@@ -67,11 +67,17 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def _rotate(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+def rope_table(config: TransformerConfig) -> torch.Tensor:
+    """``[max_seq_len, head_dim]``: cos in the first half, sin in the second (computed once)."""
+    half = config.head_dim // 2
+    freqs = config.rope_theta ** (-torch.arange(half, dtype=torch.float32) / half)
+    angles = torch.arange(config.max_seq_len, dtype=torch.float32)[:, None] * freqs[None, :]
+    return torch.cat([angles.cos(), angles.sin()], dim=-1)
+
+
+def _rotate(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
-    freqs = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
-    angles = positions.to(torch.float32)[:, None] * freqs[None, :]
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    cos, sin = table[:, :half], table[:, half:]
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
@@ -83,17 +89,20 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
         self.out = nn.Linear(config.dim, config.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, layer: int, cache: KVCache | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: torch.Tensor, start: int, layer: int, cache: KVCache | None) -> torch.Tensor:
         b, t, _ = x.shape
         c = self.config
         q, k, v = self.qkv(x).view(b, t, 3, c.heads, c.head_dim).permute(2, 0, 3, 1, 4)
-        q = _rotate(q, positions, c.rope_theta)
-        k = _rotate(k, positions, c.rope_theta)
+        q = _rotate(q, rope)
+        k = _rotate(k, rope)
         if cache is not None:
             k, v = cache.write(layer, k, v)
-        key_pos = torch.arange(k.shape[2], device=x.device)
-        mask = key_pos[None, :] <= positions[:, None]
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if t == 1:  # one new position attends to everything before it: no mask needed
+            y = F.scaled_dot_product_attention(q, k, v)
+        else:
+            key_pos = torch.arange(k.shape[2], device=x.device)
+            query_pos = torch.arange(start, start + t, device=x.device)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_pos[None, :] <= query_pos[:, None])
         return self.out(y.transpose(1, 2).reshape(b, t, c.dim))
 
 
@@ -107,8 +116,8 @@ class Block(nn.Module):
         self.gate_up = nn.Linear(config.dim, 2 * hidden, bias=False)
         self.down = nn.Linear(hidden, config.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, layer: int, cache: KVCache | None) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), positions, layer, cache)
+    def forward(self, x: torch.Tensor, rope: torch.Tensor, start: int, layer: int, cache: KVCache | None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), rope, start, layer, cache)
         gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
         return x + self.down(F.silu(gate) * up)
 
@@ -121,6 +130,7 @@ class Decoder(nn.Module):
         self.config = config
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers))
         self.norm = RMSNorm(config.dim)
+        self.register_buffer("rope", rope_table(config), persistent=False)
 
     def new_cache(self) -> KVCache:
         param = next(self.parameters())
@@ -136,9 +146,9 @@ class Decoder(nn.Module):
                 f"sequence of {start + t} positions exceeds the model's max_seq_len {self.config.max_seq_len}; "
                 "send shorter text or lower max_new_tokens"
             )
-        positions = torch.arange(start, start + t, device=x.device)
+        rope = self.rope[start : start + t].to(x.dtype)
         for layer, block in enumerate(self.blocks):
-            x = block(x, positions, layer, cache)
+            x = block(x, rope, start, layer, cache)
         if cache is not None:
             cache.advance(t)
         return self.norm(x)
