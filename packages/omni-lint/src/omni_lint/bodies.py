@@ -1,0 +1,471 @@
+"""What one function does: which state it reads or writes, what it reaches.
+
+A function body is walked once (memoised): each reference is resolved through
+the function's own scope, its enclosing functions (closures) and its module,
+then classified by how it is used (subscript store, ``del``, a mutating or
+consuming method, rebinding after ``global``, a plain read). A function that
+probes a state, fills it on a miss and returns the value is a get-or-load
+cache: its accesses are marked ``cache`` and never make a handoff.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Union
+
+import libcst as cst
+
+from .project import (
+    ClassSelfSym,
+    ClassSym,
+    FuncSym,
+    InstanceSym,
+    Project,
+    SelfAttrSym,
+    SelfKey,
+    StateSym,
+    SuperSym,
+    Sym,
+)
+from .scan import ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateKey, function_bindings, import_bindings
+from .source import ParsedFile
+from .verbs import CONSUME, FILL, WRITE, container_effect, guess_kind
+
+AccessKey = Union[StateKey, SelfKey]
+
+
+@dataclass(frozen=True)
+class Access:
+    key: AccessKey
+    kind: str  # read | write | cache
+    path: str
+    line: int
+    col: int
+
+
+@dataclass(frozen=True)
+class Facts:
+    accesses: tuple[Access, ...] = ()
+    reaches: tuple[FuncKey | ClassKey, ...] = ()
+    self_calls: tuple[FuncKey, ...] = ()
+
+
+@dataclass
+class Scope:
+    func: FuncInfo
+    module: ModuleInfo
+    parent: "Scope | None"
+    locals: frozenset[str]
+    globals: frozenset[str]
+    nonlocals: frozenset[str]
+    imports: dict[str, ImportBinding]
+    defs: dict[str, FuncKey | ClassKey]
+    values: dict[str, list[cst.BaseExpression]]
+    self_name: str | None = None
+    self_sym: Sym | None = None
+
+
+def _param_names(params: cst.Parameters) -> list[str]:
+    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.append(star.name.value)
+    return names
+
+
+class Analyzer:
+    """Per-import-root memo of function facts, scopes and registry summaries."""
+
+    def __init__(self, project: Project):
+        self.project = project
+        self._facts: dict[FuncKey, Facts] = {}
+        self._in_progress: set[FuncKey] = set()
+        self._scopes: dict[FuncKey, Scope | None] = {}
+        self._returns: dict[FuncKey, StateKey | None] = {}
+        self._returns_busy: set[FuncKey] = set()
+        self._effects: dict[FuncKey, frozenset[str]] = {}
+
+    # -- scopes and names ------------------------------------------------------
+
+    def scope(self, key: FuncKey) -> Scope | None:
+        if key in self._scopes:
+            return self._scopes[key]
+        func = self.project.function(key)
+        module = self.project.module(key.module)
+        if func is None or module is None:
+            self._scopes[key] = None
+            return None
+        bindings = function_bindings(func.node)
+        params = _param_names(func.node.params)
+        imports: dict[str, ImportBinding] = {}
+        for node in bindings.imports:
+            for bound, binding in import_bindings(module, node):
+                imports[bound] = binding
+        defs = {nested.qualname.rpartition(".")[2]: nested for nested in func.nested}
+        parent = self.scope(func.parent) if func.parent is not None else None
+        scope = Scope(
+            func=func,
+            module=module,
+            parent=parent,
+            locals=frozenset(params) | frozenset(bindings.assigned) | frozenset(defs) | frozenset(imports),
+            globals=frozenset(bindings.globals),
+            nonlocals=frozenset(bindings.nonlocals),
+            imports=imports,
+            defs=defs,
+            values=bindings.values,
+        )
+        if func.cls is not None and func.kind in ("method", "classmethod") and params:
+            scope.self_name = params[0]
+            scope.self_sym = InstanceSym(func.cls) if func.kind == "method" else ClassSelfSym(func.cls)
+        self._scopes[key] = scope
+        return scope
+
+    def resolve_name(self, scope: Scope, name: str, guard: frozenset = frozenset()) -> Sym | None:
+        current: Scope | None = scope
+        while current is not None:
+            if name in current.globals:
+                return self.project.global_name(current.module, name)
+            if name in current.imports:
+                return self.project.resolve_import(current.imports[name])
+            if name in current.defs:
+                key = current.defs[name]
+                return FuncSym(key) if isinstance(key, FuncKey) else ClassSym(key)
+            if name == current.self_name:
+                return current.self_sym
+            if name in current.locals and name not in current.nonlocals:
+                marker = (current.func.key, name)
+                if marker in guard:
+                    return None
+                for value in current.values.get(name, ()):
+                    sym = self.resolve_value(current, value, guard | {marker})
+                    if isinstance(sym, StateSym):
+                        return sym
+                return None
+            current = current.parent
+        return self.project.global_name(scope.module, name)
+
+    def resolve_value(self, scope: Scope, expr: cst.BaseExpression, guard: frozenset = frozenset()) -> Sym | None:
+        """Pure resolution of an expression to a symbol (records nothing)."""
+        if isinstance(expr, cst.Name):
+            return self.resolve_name(scope, expr.value, guard)
+        if isinstance(expr, cst.Attribute):
+            base = self.resolve_value(scope, expr.value, guard)
+            if base is None:
+                return None
+            if isinstance(base, StateSym):
+                return base
+            return self.project.member(base, expr.attr.value)
+        if isinstance(expr, cst.Call):
+            if isinstance(expr.func, cst.Name) and expr.func.value == "super" and isinstance(scope.self_sym, (InstanceSym, ClassSelfSym)):
+                return SuperSym(scope.self_sym.cls)
+            target = self.resolve_value(scope, expr.func, guard)
+            if isinstance(target, FuncSym):
+                state = self.returns_state(target.key)
+                return StateSym(state) if state is not None else None
+        return None
+
+    def returns_state(self, key: FuncKey) -> StateKey | None:
+        """The module state a function returns as is (an accessor such as ``get_queue()``)."""
+        if key in self._returns:
+            return self._returns[key]
+        if key in self._returns_busy:
+            return None
+        self._returns_busy.add(key)
+        found = None
+        scope = self.scope(key)
+        if scope is not None:
+            collector = _Returns()
+            scope.func.node.body.visit(collector)
+            for value in collector.values:
+                sym = self.resolve_value(scope, value)
+                if isinstance(sym, StateSym):
+                    found = sym.key
+                    break
+        self._returns_busy.discard(key)
+        self._returns[key] = found
+        return found
+
+    # -- facts -------------------------------------------------------------------
+
+    def facts(self, key: FuncKey) -> Facts:
+        if key in self._facts:
+            return self._facts[key]
+        if key in self._in_progress:
+            return Facts()
+        scope = self.scope(key)
+        if scope is None:
+            self._facts[key] = Facts()
+            return self._facts[key]
+        self._in_progress.add(key)
+        try:
+            walker = _Walker(self, scope, scope.module.parsed)
+            scope.func.node.body.visit(walker)
+            result = walker.finish()
+        finally:
+            self._in_progress.discard(key)
+        self._facts[key] = result
+        return result
+
+    def method_effect(self, key: FuncKey) -> frozenset[str]:
+        """How calling a registry method touches its instance's own attributes."""
+        if key in self._effects:
+            return self._effects[key]
+        self._effects[key] = frozenset()  # recursion guard
+        facts = self.facts(key)
+        kinds = {access.kind for access in facts.accesses if isinstance(access.key, SelfKey)}
+        for callee in facts.self_calls:
+            kinds |= self.method_effect(callee)
+        self._effects[key] = frozenset(kinds)
+        return self._effects[key]
+
+    def call_effect(self, key: AccessKey, verb: str, reaches: set) -> tuple[str, ...]:
+        if isinstance(key, SelfKey):
+            return container_effect("object", verb)
+        state = self.project.state(key)
+        if state is None:
+            return ("read",)
+        if state.class_key is None:
+            return container_effect(state.kind if state.kind not in ("global", "instance") else "object", verb)
+        method = self.project.class_member(state.class_key, verb)
+        if isinstance(method, FuncSym):
+            reaches.add(method.key)
+            return tuple(sorted(self.method_effect(method.key)))
+        return container_effect(guess_kind(self.project.external_bases(state.class_key)), verb)
+
+
+class _Returns(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.values: list[cst.BaseExpression] = []
+        self._depth = 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        nested = self._depth > 0 and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+        self._depth += 1
+        if nested:
+            return False
+        if isinstance(node, cst.Return) and node.value is not None:
+            self.values.append(node.value)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self._depth -= 1
+
+
+_SKIP_PARENTS = (cst.ImportAlias, cst.ImportFrom, cst.NameItem, cst.AsName, cst.FunctionDef, cst.ClassDef)
+
+
+class _Walker(cst.CSTVisitor):
+    def __init__(self, analyzer: Analyzer, scope: Scope, parsed: ParsedFile):
+        self.an = analyzer
+        self.scope = scope
+        self.parsed = parsed
+        self.path = str(parsed.path)
+        self.stack: list[cst.CSTNode] = []
+        self.raw: dict[AccessKey, list[tuple[str, int, int]]] = defaultdict(list)
+        self.reaches: set[FuncKey | ClassKey] = set()
+        self.self_calls: set[FuncKey] = set()
+        self.cache_vars: dict[AccessKey, set[str]] = defaultdict(set)
+        self.returned: set[AccessKey] = set()
+        self.return_names: set[str] = set()
+
+    # -- traversal ---------------------------------------------------------------
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        nested = bool(self.stack) and isinstance(node, (cst.FunctionDef, cst.ClassDef))
+        self.stack.append(node)
+        if nested:
+            return False
+        if isinstance(node, cst.Name):
+            self._name(node)
+        elif isinstance(node, cst.Call):
+            self._call(node)
+        elif isinstance(node, cst.Return) and isinstance(node.value, cst.Name):
+            self.return_names.add(node.value.value)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+    def finish(self) -> Facts:
+        accesses = []
+        for key, raw in self.raw.items():
+            kinds = {kind for kind, _, _ in raw}
+            cache = (
+                "read" in kinds
+                and "fill" in kinds
+                and "write" not in kinds
+                and (key in self.returned or bool(self.cache_vars[key] & self.return_names))
+            )
+            seen = set()
+            for kind, line, col in raw:
+                final = "cache" if cache and kind != "cache" else ("write" if kind == "fill" else kind)
+                if (final, line, col) in seen:
+                    continue
+                seen.add((final, line, col))
+                accesses.append(Access(key, final, self.path, line, col))
+        reaches = set(self.reaches) | set(self.scope.func.nested)
+        return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)))
+
+    # -- references ----------------------------------------------------------------
+
+    def _parent(self, index: int) -> cst.CSTNode | None:
+        return self.stack[index - 1] if index > 0 else None
+
+    def _name(self, node: cst.Name) -> None:
+        parent = self._parent(len(self.stack) - 1)
+        if parent is None or isinstance(parent, _SKIP_PARENTS):
+            return
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            return
+        if isinstance(parent, cst.Param) and parent.name is node:
+            return
+        if isinstance(parent, cst.Arg) and parent.keyword is node:
+            return
+        sym = self.an.resolve_name(self.scope, node.value)
+        if sym is not None:
+            self._follow(sym, len(self.stack) - 1)
+
+    def _call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "super" and isinstance(self.scope.self_sym, (InstanceSym, ClassSelfSym)):
+            self._follow(SuperSym(self.scope.self_sym.cls), len(self.stack) - 1)
+
+    def _follow(self, sym: Sym, index: int) -> None:
+        from_self = isinstance(sym, (InstanceSym, ClassSelfSym, SuperSym))
+        current: Sym | None = sym
+        while not isinstance(current, (StateSym, SelfAttrSym)):
+            parent = self._parent(index)
+            if isinstance(parent, cst.Attribute) and parent.value is self.stack[index]:
+                current = self.an.project.member(current, parent.attr.value)
+                index -= 1
+                if current is None:
+                    return
+            else:
+                break
+        if isinstance(current, StateSym):
+            self._state_use(current.key, index)
+        elif isinstance(current, SelfAttrSym):
+            self._state_use(current.key, index)
+        elif isinstance(current, FuncSym):
+            self.reaches.add(current.key)
+            parent = self._parent(index)
+            if isinstance(parent, cst.Call) and parent.func is self.stack[index]:
+                if from_self:
+                    self.self_calls.add(current.key)
+                state = self.an.returns_state(current.key)
+                if state is not None:
+                    self._state_use(state, index - 1)
+        elif isinstance(current, ClassSym):
+            self.reaches.add(current.key)
+
+    # -- classification ------------------------------------------------------------
+
+    def _state_use(self, key: AccessKey, index: int) -> None:
+        stack = self.stack
+        head = stack[index]
+        attrs: list[str] = []
+        while index > 0 and isinstance(stack[index - 1], cst.Attribute) and stack[index - 1].value is stack[index]:
+            attrs.append(stack[index - 1].attr.value)  # type: ignore[attr-defined]
+            index -= 1
+        node = stack[index]
+        parent = self._parent(index)
+        kinds: tuple[str, ...]
+        if attrs and isinstance(parent, cst.Call) and parent.func is node:
+            verb = attrs[-1]
+            if len(attrs) == 1:
+                kinds = self.an.call_effect(key, verb, self.reaches)
+            else:
+                kinds = container_effect("object", verb)
+            if self._receiver_of_write(index - 1):
+                kinds = (*kinds, "write")
+            if "read" in kinds or "cache" in kinds:
+                self._note_cache_var(key, index - 1)
+        elif isinstance(parent, cst.Subscript) and parent.value is node:
+            kinds = self._subscript(key, index - 1)
+            if attrs and "fill" in kinds:
+                kinds = ("write",)
+        elif isinstance(parent, cst.Call) and parent.func is node:
+            kinds = ("read",)
+        else:
+            context = self._store_context(index)
+            if context in ("store", "del"):
+                kinds = ("write",)
+            elif context == "aug":
+                kinds = ("read", "write")
+            elif not attrs and self._is_alias_value(index):
+                return
+            else:
+                kinds = ("read",)
+        if any(isinstance(n, cst.Return) for n in stack[:index]) and ("read" in kinds or "cache" in kinds):
+            self.returned.add(key)
+        line, col = self.parsed.position(head)
+        for kind in kinds:
+            self.raw[key].append((kind, line, col))
+
+    def _subscript(self, key: AccessKey, index: int) -> tuple[str, ...]:
+        context = self._store_context(index)
+        if context == "store":
+            assign = self._parent(index - 1) if isinstance(self._parent(index), cst.AssignTarget) else None
+            if isinstance(assign, cst.Assign):
+                for target in assign.targets:
+                    if isinstance(target.target, cst.Name):
+                        self.cache_vars[key].add(target.target.value)
+                if isinstance(assign.value, cst.Name):
+                    self.cache_vars[key].add(assign.value.value)
+            return ("fill",)
+        if context == "del":
+            return ("write",)
+        if context == "aug":
+            return ("read", "write")
+        kinds: tuple[str, ...] = ("read",)
+        if self._receiver_of_write(index):
+            kinds = ("read", "write")
+        self._note_cache_var(key, index)
+        return kinds
+
+    def _store_context(self, index: int) -> str | None:
+        node = self.stack[index]
+        parent = self._parent(index)
+        if isinstance(parent, (cst.AssignTarget, cst.For, cst.CompFor)) and parent.target is node:
+            return "store"
+        if isinstance(parent, cst.AnnAssign) and parent.target is node:
+            return "store" if parent.value is not None else None
+        if isinstance(parent, cst.AugAssign) and parent.target is node:
+            return "aug"
+        if isinstance(parent, cst.Del) and parent.target is node:
+            return "del"
+        if isinstance(parent, (cst.Element, cst.StarredElement)) and parent.value is node:
+            grand = self._parent(index - 1)
+            if isinstance(grand, (cst.Tuple, cst.List)):
+                return self._store_context(index - 2)
+        return None
+
+    def _is_alias_value(self, index: int) -> bool:
+        parent = self._parent(index)
+        return (
+            isinstance(parent, cst.Assign)
+            and parent.value is self.stack[index]
+            and all(isinstance(target.target, cst.Name) for target in parent.targets)
+        )
+
+    def _receiver_of_write(self, index: int) -> bool:
+        if index < 2:
+            return False
+        node, parent, grand = self.stack[index], self.stack[index - 1], self.stack[index - 2]
+        return (
+            isinstance(parent, cst.Attribute)
+            and parent.value is node
+            and isinstance(grand, cst.Call)
+            and grand.func is parent
+            and parent.attr.value in (WRITE | FILL | CONSUME)
+        )
+
+    def _note_cache_var(self, key: AccessKey, index: int) -> None:
+        node = self.stack[index]
+        parent = self._parent(index)
+        if isinstance(parent, cst.Assign) and parent.value is node:
+            for target in parent.targets:
+                if isinstance(target.target, cst.Name):
+                    self.cache_vars[key].add(target.target.value)
+        elif isinstance(parent, cst.NamedExpr) and parent.value is node and isinstance(parent.target, cst.Name):
+            self.cache_vars[key].add(parent.target.value)

@@ -1,0 +1,112 @@
+"""The contract check: every handoff through module state must be declared.
+
+Declared process-local edges tie stages into one process transitively, so a
+handoff between a writer and a reader is safe exactly when the two are
+connected through declared edges. Otherwise the error says which edges to
+declare (those on the shortest pipeline path between the two stages that are
+not declared yet) or, where no pipeline path joins them, that the state must
+move into the payload. Declared edges that no handoff needs are information.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .findings import Finding, Severity
+from .pipeline import PipelineView
+from .reach import StageUse
+from .scan import StateDef, StateKey
+
+
+@dataclass(frozen=True)
+class StageAnalysis:
+    """What the linter knows about one stage of one pipeline."""
+
+    name: str
+    uses: dict[StateKey, StageUse]
+    #: False when a factory could not be followed (unresolved, outside the tree, unparsable)
+    complete: bool
+
+
+def check_pipeline(
+    view: PipelineView,
+    stages: dict[str, StageAnalysis],
+    state_def: Callable[[StateKey], StateDef | None],
+    where: Callable[[str, int], str],
+    pipeline_label: str,
+) -> list[Finding]:
+    """OL001/OL002 for undeclared handoffs, OL004 for bad declarations, OL100 for unbacked edges."""
+    findings: list[Finding] = []
+    declared_pairs = {(edge.src, edge.dst) for edge in view.declared}
+    backed: set[tuple[str, str]] = set()
+    names = set(view.stage_names)
+
+    for edge in view.declared:
+        unknown = [stage for stage in (edge.src, edge.dst) if stage not in names]
+        if unknown:
+            problem = f"names unknown stage {', '.join(repr(s) for s in unknown)} (stages: {', '.join(view.stage_names)})"
+        elif (edge.src, edge.dst) not in view.edges:
+            reverse = " (the pipeline edge runs the other way)" if (edge.dst, edge.src) in view.edges else ""
+            problem = f"is not an edge of the pipeline{reverse}; declare only next, stream_to or wait_for edges"
+        else:
+            continue
+        findings.append(Finding(str(view.path), edge.line, edge.col, "OL004", f"declared process-local edge {edge.label} {problem}", Severity.ERROR))
+
+    states: set[StateKey] = set()
+    for analysis in stages.values():
+        states.update(analysis.uses)
+    for key in sorted(states):
+        definition = state_def(key)
+        if definition is None:
+            continue
+        writers = sorted(name for name, a in stages.items() if a.uses.get(key) and a.uses[key].write is not None)
+        readers = sorted(name for name, a in stages.items() if a.uses.get(key) and a.uses[key].read is not None)
+        reported: set[frozenset[str]] = set()
+        for writer in writers:
+            for reader in readers:
+                if writer == reader or frozenset((writer, reader)) in reported:
+                    continue
+                tied = view.declared_path(writer, reader)
+                if tied is not None:
+                    backed.update(tied)
+                    continue
+                reported.add(frozenset((writer, reader)))
+                write = stages[writer].uses[key].write
+                read = stages[reader].uses[key].read
+                assert write is not None and read is not None
+                head = (
+                    f"{key.display} ({where(definition.path, definition.line)}) is written by stage {writer} "
+                    f"({where(write.path, write.line)}) and read by stage {reader} ({where(read.path, read.line)})"
+                )
+                path = view.pipeline_path(writer, reader) or view.pipeline_path(reader, writer)
+                if path is None:
+                    message = (
+                        f"{head}, but no pipeline path in {pipeline_label} joins {writer} and {reader}, so no "
+                        f"process-local edge can keep this handoff in one process: the state must move into the "
+                        f"payload (StagePayload.data)"
+                    )
+                    findings.append(Finding(definition.path, definition.line, definition.col, "OL002", message, Severity.ERROR))
+                    continue
+                missing = [edge for edge in path if edge not in declared_pairs]
+                listed = ", ".join(f"{a} -> {b}" for a, b in missing)
+                plural = "s" if len(missing) > 1 else ""
+                message = (
+                    f"{head}, but {pipeline_label} does not tie {writer} and {reader} into one process: declare "
+                    f"process_local_edges {listed} (edge{plural} to add), or move the state into the payload "
+                    f"(StagePayload.data)"
+                )
+                findings.append(Finding(definition.path, definition.line, definition.col, "OL001", message, Severity.ERROR))
+
+    for edge in view.declared:
+        if (edge.src, edge.dst) in backed or edge.src not in names or edge.dst not in names:
+            continue
+        if not (stages.get(edge.src) and stages[edge.src].complete and stages.get(edge.dst) and stages[edge.dst].complete):
+            continue
+        message = (
+            f"declared process-local edge {edge.label} has no backing state in the code (declared reason: "
+            f"{edge.reason!r}); fine for a compatibility guard or a placement constraint, otherwise remove it so "
+            f"the stages can be split"
+        )
+        findings.append(Finding(str(view.path), edge.line, edge.col, "OL100", message, Severity.INFO))
+    return findings

@@ -1,0 +1,316 @@
+"""Cross-module name resolution under one import root, without importing anything.
+
+A dotted module name maps to ``<root>/a/b.py`` or ``<root>/a/b/__init__.py``;
+names resolve through module-level definitions and (relative, aliased,
+re-exported) imports. Anything that leaves the tree (torch, the standard
+library) resolves to nothing, which is what lets the analysis stay static.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Union
+
+import libcst as cst
+
+from .scan import ClassInfo, ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateDef, StateKey, dotted_name, scan_module
+from .source import SourceCache
+
+
+@dataclass(frozen=True)
+class ModuleSym:
+    name: str
+
+
+@dataclass(frozen=True)
+class FuncSym:
+    key: FuncKey
+
+
+@dataclass(frozen=True)
+class ClassSym:
+    key: ClassKey
+
+
+@dataclass(frozen=True)
+class StateSym:
+    key: StateKey
+
+
+@dataclass(frozen=True)
+class SelfKey:
+    """An attribute of ``self`` inside a class's methods (used to summarise registry methods)."""
+
+    cls: ClassKey
+    attr: str
+
+
+@dataclass(frozen=True)
+class SelfAttrSym:
+    key: SelfKey
+
+
+@dataclass(frozen=True)
+class InstanceSym:
+    """``self`` in a method of ``cls``."""
+
+    cls: ClassKey
+
+
+@dataclass(frozen=True)
+class ClassSelfSym:
+    """``cls`` in a classmethod of ``cls``."""
+
+    cls: ClassKey
+
+
+@dataclass(frozen=True)
+class SuperSym:
+    """``super()`` inside a method of ``cls``."""
+
+    cls: ClassKey
+
+
+Sym = Union[ModuleSym, FuncSym, ClassSym, StateSym, SelfAttrSym, InstanceSym, ClassSelfSym, SuperSym]
+
+
+class Project:
+    """All modules under one import root, scanned lazily and cached."""
+
+    def __init__(self, root: Path, sources: SourceCache):
+        self.root = root
+        self.sources = sources
+        self._files: dict[str, Path | None] = {}
+        self._modules: dict[str, ModuleInfo | None] = {}
+        self._resolved_candidates: set[str] = set()
+        self._mro: dict[ClassKey, list[ClassKey]] = {}
+        #: modules that failed to parse: name -> parsed file (reported as OL900)
+        self.broken: dict[str, Path] = {}
+
+    # -- files and modules -------------------------------------------------
+
+    def module_file(self, name: str) -> Path | None:
+        if name in self._files:
+            return self._files[name]
+        found = None
+        if name and all(part.isidentifier() for part in name.split(".")):
+            base = self.root.joinpath(*name.split("."))
+            for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+                if candidate.is_file():
+                    found = candidate
+                    break
+            else:
+                if base.is_dir():
+                    found = base  # namespace package (no __init__.py)
+        self._files[name] = found
+        return found
+
+    def is_module(self, name: str) -> bool:
+        return self.module_file(name) is not None
+
+    def in_tree(self, dotted: str) -> bool:
+        """True when the top-level package of ``dotted`` lives under this root."""
+        return self.is_module(dotted.split(".")[0])
+
+    def module_name(self, path: Path) -> str | None:
+        try:
+            rel = path.resolve().relative_to(self.root)
+        except ValueError:
+            return None
+        parts = list(rel.with_suffix("").parts)
+        if parts and parts[-1] == "__init__":
+            parts.pop()
+        return ".".join(parts) if parts else None
+
+    def module(self, name: str) -> ModuleInfo | None:
+        if name in self._modules:
+            return self._modules[name]
+        self._modules[name] = None  # guards import cycles while scanning
+        path = self.module_file(name)
+        info = None
+        if path is not None and path.is_file():
+            parsed = self.sources.get(path)
+            if parsed.module is None:
+                self.broken[name] = path
+            else:
+                info = scan_module(name, parsed, path.name == "__init__.py")
+        self._modules[name] = info
+        if info is not None:
+            self._resolve_candidates(info)
+        return info
+
+    def function(self, key: FuncKey) -> FuncInfo | None:
+        module = self.module(key.module)
+        return module.functions.get(key.qualname) if module else None
+
+    def klass(self, key: ClassKey) -> ClassInfo | None:
+        module = self.module(key.module)
+        return module.classes.get(key.qualname) if module else None
+
+    def state(self, key: StateKey) -> StateDef | None:
+        module = self.module(key.module)
+        return module.states.get(key.name) if module else None
+
+    # -- resolution ----------------------------------------------------------
+
+    def _resolve_candidates(self, info: ModuleInfo) -> None:
+        """Module-level ``NAME = Cls(...)`` becomes state when ``Cls`` is a class of the tree."""
+        for name, candidate in info.candidates.items():
+            target = self.resolve_expr_at_module(info, candidate.callee)
+            if not isinstance(target, ClassSym):
+                continue
+            existing = info.states.get(name)
+            if existing is not None and existing.kind == "global":
+                info.states[name] = StateDef(existing.key, "global", existing.path, existing.line, existing.col, target.key)
+            elif existing is None:
+                info.states[name] = StateDef(StateKey(info.name, name), "instance", str(info.parsed.path), candidate.line, candidate.col, target.key)
+
+    def module_member(self, module_name: str, attr: str, seen: frozenset[tuple[str, str]] = frozenset()) -> Sym | None:
+        if (module_name, attr) in seen:
+            return None
+        seen = seen | {(module_name, attr)}
+        submodule = f"{module_name}.{attr}" if module_name else attr
+        info = self.module(module_name)
+        if info is not None:
+            state = info.states.get(attr)
+            if state is not None:
+                return StateSym(state.key)
+            top = info.top.get(attr)
+            if top is not None and attr not in info.assigned:
+                return FuncSym(top) if isinstance(top, FuncKey) else ClassSym(top)
+            binding = info.imports.get(attr)
+            if binding is not None:
+                return self.resolve_import(binding, seen)
+        if self.is_module(submodule):
+            return ModuleSym(submodule)
+        return None
+
+    def resolve_import(self, binding: ImportBinding, seen: frozenset[tuple[str, str]] = frozenset()) -> Sym | None:
+        if binding.attr is None:
+            return ModuleSym(binding.module) if self.is_module(binding.module) else None
+        full = f"{binding.module}.{binding.attr}" if binding.module else binding.attr
+        if self.is_module(full):
+            return ModuleSym(full)
+        if not self.is_module(binding.module):
+            return None
+        return self.module_member(binding.module, binding.attr, seen)
+
+    def global_name(self, info: ModuleInfo, name: str) -> Sym | None:
+        return self.module_member(info.name, name) if name not in info.imports else self.resolve_import(info.imports[name])
+
+    def member(self, sym: Sym, attr: str) -> Sym | None:
+        if isinstance(sym, ModuleSym):
+            return self.module_member(sym.name, attr)
+        if isinstance(sym, ClassSym):
+            return self.class_member(sym.key, attr)
+        if isinstance(sym, ClassSelfSym):
+            return self.class_member(sym.cls, attr)
+        if isinstance(sym, InstanceSym):
+            found = self.class_member(sym.cls, attr)
+            return found if found is not None else SelfAttrSym(SelfKey(sym.cls, attr))
+        if isinstance(sym, SuperSym):
+            mro = self.mro(sym.cls)
+            for cls_key in mro[1:]:
+                klass = self.klass(cls_key)
+                if klass is not None and attr in klass.methods:
+                    return FuncSym(klass.methods[attr])
+        return None
+
+    def class_member(self, cls: ClassKey, attr: str) -> Sym | None:
+        for cls_key in self.mro(cls):
+            klass = self.klass(cls_key)
+            if klass is None:
+                continue
+            if attr in klass.methods:
+                return FuncSym(klass.methods[attr])
+            if attr in klass.class_states:
+                return StateSym(klass.class_states[attr])
+        return None
+
+    def resolve_expr_at_module(self, info: ModuleInfo, expr: cst.BaseExpression) -> Sym | None:
+        name = dotted_name(expr)
+        if name is None:
+            return None
+        head, *rest = name.split(".")
+        sym = self.global_name(info, head)
+        for attr in rest:
+            if sym is None:
+                return None
+            sym = self.member(sym, attr)
+        return sym
+
+    def bases(self, cls: ClassKey) -> list[ClassKey]:
+        klass = self.klass(cls)
+        module = self.module(cls.module)
+        if klass is None or module is None:
+            return []
+        found = []
+        for arg in klass.node.bases:
+            target = self.resolve_expr_at_module(module, arg.value)
+            if isinstance(target, ClassSym) and target.key != cls:
+                found.append(target.key)
+        return found
+
+    def mro(self, cls: ClassKey) -> list[ClassKey]:
+        """Depth-first, left-to-right, first occurrence wins (enough for resolving hooks)."""
+        if cls in self._mro:
+            return self._mro[cls]
+        self._mro[cls] = [cls]
+        order: list[ClassKey] = [cls]
+        for base in self.bases(cls):
+            for item in self.mro(base):
+                if item not in order:
+                    order.append(item)
+        self._mro[cls] = order
+        return order
+
+    def effective_methods(self, cls: ClassKey) -> list[FuncKey]:
+        """The method each name resolves to on an instance of ``cls`` (overrides win)."""
+        chosen: dict[str, FuncKey] = {}
+        for cls_key in self.mro(cls):
+            klass = self.klass(cls_key)
+            if klass is None:
+                continue
+            for name, key in klass.methods.items():
+                chosen.setdefault(name, key)
+        return sorted(chosen.values())
+
+    def external_bases(self, cls: ClassKey) -> list[str]:
+        """Dotted names of bases outside the tree (``dict``, ``collections.deque``...)."""
+        names = []
+        for cls_key in self.mro(cls):
+            klass = self.klass(cls_key)
+            module = self.module(cls_key.module)
+            if klass is None or module is None:
+                continue
+            for arg in klass.node.bases:
+                if not isinstance(self.resolve_expr_at_module(module, arg.value), ClassSym):
+                    name = dotted_name(arg.value)
+                    if name:
+                        names.append(name)
+        return names
+
+    def resolve_target(self, dotted: str) -> tuple[Sym | None, str]:
+        """A factory/merge_fn/route_fn path -> symbol, or None and the reason."""
+        if ":" in dotted:
+            module_name, _, attr_path = dotted.partition(":")
+            if not self.is_module(module_name):
+                return None, f"module {module_name!r} not found under {self.root}"
+        else:
+            parts = dotted.split(".")
+            for cut in range(len(parts) - 1, 0, -1):
+                module_name = ".".join(parts[:cut])
+                if self.is_module(module_name):
+                    attr_path = ".".join(parts[cut:])
+                    break
+            else:
+                return None, f"no module of {dotted!r} found under {self.root}"
+        sym: Sym | None = ModuleSym(module_name)
+        if self.module(module_name) is None and module_name in self.broken:
+            return None, f"module {module_name!r} does not parse"
+        for attr in attr_path.split("."):
+            sym = self.member(sym, attr) if sym is not None else None
+        if not isinstance(sym, (FuncSym, ClassSym)):
+            return None, f"{attr_path!r} is not a function or class of module {module_name!r}"
+        return sym, ""

@@ -1,0 +1,413 @@
+"""One module's definitions: imports, functions, classes and candidate state.
+
+This is the per-file half of the analysis (no cross-module resolution), so it
+runs once per file however many stages reach it. Which module-level names are
+mutable state is decided here where the value alone says so (container
+literals and constructors, names rebound through ``global``, class-level
+containers); instances of classes defined elsewhere in the tree are left as
+candidates for the project to resolve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import libcst as cst
+
+from .source import ParsedFile
+
+
+@dataclass(frozen=True, order=True)
+class FuncKey:
+    module: str
+    qualname: str
+
+
+@dataclass(frozen=True, order=True)
+class ClassKey:
+    module: str
+    qualname: str
+
+
+@dataclass(frozen=True, order=True)
+class StateKey:
+    module: str
+    name: str
+
+    @property
+    def display(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ImportBinding:
+    """``import module`` (attr None) or ``from module import attr``."""
+
+    module: str
+    attr: str | None = None
+
+
+#: Constructors of mutable containers, by the last component of their dotted name.
+CONTAINER_CTORS = {
+    "dict": "dict",
+    "list": "list",
+    "set": "set",
+    "bytearray": "list",
+    "deque": "deque",
+    "defaultdict": "dict",
+    "OrderedDict": "dict",
+    "Counter": "dict",
+    "ChainMap": "dict",
+    "WeakValueDictionary": "dict",
+    "WeakKeyDictionary": "dict",
+    "WeakSet": "set",
+    "Queue": "queue",
+    "SimpleQueue": "queue",
+    "LifoQueue": "queue",
+    "PriorityQueue": "queue",
+    "JoinableQueue": "queue",
+}
+
+#: Values that are never state on their own: immutable, sentinels, locks, loggers, types.
+NOT_STATE_CTORS = {
+    "frozenset", "tuple", "object", "str", "int", "float", "bool", "bytes", "complex", "range",
+    "Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
+    "getLogger", "compile", "TypeVar", "ParamSpec", "NewType", "namedtuple", "NamedTuple",
+    "field", "ContextVar", "local", "MappingProxyType", "Enum", "partial", "cache", "lru_cache",
+}
+
+
+@dataclass
+class FuncInfo:
+    key: FuncKey
+    node: cst.FunctionDef
+    cls: ClassKey | None
+    parent: FuncKey | None
+    kind: str  # function | method | classmethod | staticmethod
+    nested: list[FuncKey | ClassKey] = field(default_factory=list)
+
+
+@dataclass
+class ClassInfo:
+    key: ClassKey
+    node: cst.ClassDef
+    methods: dict[str, FuncKey] = field(default_factory=dict)
+    class_states: dict[str, StateKey] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StateDef:
+    key: StateKey
+    kind: str  # dict | list | set | deque | queue | instance | global | object
+    path: str
+    line: int
+    col: int
+    #: for kind "instance": the constructor expression, resolved by the project
+    class_key: ClassKey | None = None
+
+
+@dataclass
+class Candidate:
+    """A module-level ``NAME = Callee(...)`` whose callee may be a class of the tree."""
+
+    name: str
+    callee: cst.BaseExpression
+    line: int
+    col: int
+
+
+@dataclass
+class ModuleInfo:
+    name: str
+    parsed: ParsedFile
+    is_package: bool
+    imports: dict[str, ImportBinding] = field(default_factory=dict)
+    functions: dict[str, FuncInfo] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    top: dict[str, FuncKey | ClassKey] = field(default_factory=dict)
+    states: dict[str, StateDef] = field(default_factory=dict)
+    candidates: dict[str, Candidate] = field(default_factory=dict)
+    #: module-level names assigned at top level (a later plain rebinding hides an earlier state)
+    assigned: set[str] = field(default_factory=set)
+
+    @property
+    def package(self) -> str:
+        return self.name if self.is_package else self.name.rpartition(".")[0]
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return None if base is None else f"{base}.{node.attr.value}"
+    return None
+
+
+def resolve_relative(module: ModuleInfo, level: int, target: str | None) -> str:
+    base = module.package.split(".") if module.package else []
+    if level > 1:
+        base = base[: len(base) - (level - 1)] if level - 1 <= len(base) else []
+    parts = [p for p in [".".join(base), target or ""] if p]
+    return ".".join(parts)
+
+
+def import_bindings(module: ModuleInfo, node: cst.Import | cst.ImportFrom) -> Iterator[tuple[str, ImportBinding]]:
+    if isinstance(node, cst.Import):
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                yield alias.asname.name.value, ImportBinding(full)
+            else:
+                top = full.split(".")[0]
+                yield top, ImportBinding(top)
+        return
+    level = len(node.relative)
+    target = dotted_name(node.module) if node.module is not None else None
+    source = resolve_relative(module, level, target) if level else (target or "")
+    if isinstance(node.names, cst.ImportStar):
+        return
+    for alias in node.names:
+        name = dotted_name(alias.name)
+        if name is None:
+            continue
+        bound = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+        yield bound, ImportBinding(source, name)
+
+
+def container_kind(value: cst.BaseExpression) -> str | None:
+    """The container kind of a value that is mutable state on its own, else None."""
+    if isinstance(value, (cst.Dict, cst.DictComp)):
+        return "dict"
+    if isinstance(value, (cst.List, cst.ListComp)):
+        return "list"
+    if isinstance(value, (cst.Set, cst.SetComp)):
+        return "set"
+    if isinstance(value, cst.Call):
+        name = dotted_name(value.func)
+        if name is not None:
+            return CONTAINER_CTORS.get(name.rpartition(".")[2])
+    return None
+
+
+def is_candidate_call(value: cst.BaseExpression) -> bool:
+    if not isinstance(value, cst.Call):
+        return False
+    name = dotted_name(value.func)
+    if name is None:
+        return False
+    last = name.rpartition(".")[2]
+    return last not in CONTAINER_CTORS and last not in NOT_STATE_CTORS
+
+
+class _Bindings(cst.CSTVisitor):
+    """Names a function body declares global and names it assigns (not nested scopes)."""
+
+    def __init__(self) -> None:
+        self.globals: dict[str, cst.CSTNode] = {}
+        self.nonlocals: set[str] = set()
+        self.assigned: set[str] = set()
+        self.imports: list[cst.Import | cst.ImportFrom] = []
+        #: simple ``name = value`` assignments: candidate aliases of module state
+        self.values: dict[str, list[cst.BaseExpression]] = {}
+        self._depth = 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        nested = self._depth > 0 and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+        self._depth += 1
+        if nested:
+            return False
+        if isinstance(node, cst.Global):
+            for item in node.names:
+                self.globals.setdefault(item.name.value, node)
+        elif isinstance(node, cst.Nonlocal):
+            for item in node.names:
+                self.nonlocals.add(item.name.value)
+        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+            self.imports.append(node)
+        elif isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    self.values.setdefault(target.target.value, []).append(node.value)
+        elif isinstance(node, cst.AssignTarget):
+            self._targets(node.target)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            if not isinstance(node, cst.AnnAssign) or node.value is not None:
+                self._targets(node.target)
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            self._targets(node.target)
+        elif isinstance(node, cst.NamedExpr):
+            self._targets(node.target)
+        elif isinstance(node, cst.AsName):
+            self._targets(node.name)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self._depth -= 1
+
+    def _targets(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.assigned.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._targets(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._targets(target.value)
+
+
+def function_bindings(node: cst.FunctionDef) -> _Bindings:
+    visitor = _Bindings()
+    visitor._depth = 1  # defs inside the body are nested scopes
+    node.body.visit(visitor)
+    return visitor
+
+
+def _compound_bodies(statement: cst.CSTNode) -> Iterator[cst.BaseSuite]:
+    for attr in ("body", "orelse", "finalbody"):
+        child = getattr(statement, attr, None)
+        if isinstance(child, cst.BaseSuite):
+            yield child
+        elif isinstance(child, (cst.Else, cst.Finally, cst.If)):
+            if isinstance(child, cst.If):
+                yield from _compound_bodies(child)
+            else:
+                yield child.body
+    for handler in getattr(statement, "handlers", ()) or ():
+        yield handler.body
+
+
+def _statements(suite: cst.BaseSuite | cst.Module) -> Iterator[cst.CSTNode]:
+    """Statements of a block, descending into if/try/with/for/while blocks (not defs)."""
+    body = suite.body
+    if isinstance(body, (list, tuple)):
+        items = body
+    else:
+        items = [body]
+    for statement in items:
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield from statement.body
+        elif isinstance(statement, cst.SimpleStatementSuite):
+            yield from statement.body
+        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            yield statement
+        elif isinstance(statement, cst.BaseCompoundStatement):
+            for sub in _compound_bodies(statement):
+                yield from _statements(sub)
+        elif isinstance(statement, cst.BaseSmallStatement):
+            yield statement
+
+
+def _assign_pairs(statement: cst.CSTNode) -> Iterator[tuple[str, cst.BaseExpression | None, cst.CSTNode]]:
+    if isinstance(statement, cst.Assign):
+        for target in statement.targets:
+            if isinstance(target.target, cst.Name):
+                yield target.target.value, statement.value, target.target
+    elif isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name):
+        yield statement.target.value, statement.value, statement.target
+
+
+def _decorator_names(node: cst.FunctionDef) -> set[str]:
+    names = set()
+    for decorator in node.decorators:
+        expr = decorator.decorator
+        if isinstance(expr, cst.Call):
+            expr = expr.func
+        name = dotted_name(expr)
+        if name:
+            names.add(name.rpartition(".")[2])
+    return names
+
+
+def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
+    info = ModuleInfo(name, parsed, is_package)
+    assert parsed.module is not None
+    path = str(parsed.path)
+    rebound: dict[str, cst.CSTNode] = {}
+
+    def add_function(node: cst.FunctionDef, qual: str, cls: ClassKey | None, parent: FuncKey | None) -> FuncKey:
+        key = FuncKey(name, qual)
+        kind = "function"
+        if cls is not None:
+            decorators = _decorator_names(node)
+            kind = "staticmethod" if "staticmethod" in decorators else "classmethod" if "classmethod" in decorators else "method"
+        func = FuncInfo(key, node, cls, parent, kind)
+        info.functions[qual] = func
+        bindings = function_bindings(node)
+        for global_name, global_node in bindings.globals.items():
+            if global_name in bindings.assigned:
+                rebound.setdefault(global_name, global_node)
+        walk_body(node.body, qual, None, key, func)
+        return key
+
+    def add_class(node: cst.ClassDef, qual: str, parent: FuncKey | None) -> ClassKey:
+        key = ClassKey(name, qual)
+        klass = ClassInfo(key, node)
+        info.classes[qual] = klass
+        for statement in _statements(node.body):
+            if isinstance(statement, cst.FunctionDef):
+                klass.methods[statement.name.value] = add_function(statement, f"{qual}.{statement.name.value}", key, parent)
+            elif isinstance(statement, cst.ClassDef):
+                add_class(statement, f"{qual}.{statement.name.value}", parent)
+            else:
+                for attr, value, target in _assign_pairs(statement):
+                    kind = container_kind(value) if value is not None else None
+                    if kind is not None:
+                        state_key = StateKey(name, f"{node.name.value}.{attr}")
+                        line, col = parsed.position(target)
+                        klass.class_states[attr] = state_key
+                        info.states[state_key.name] = StateDef(state_key, kind, path, line, col)
+        return key
+
+    def walk_body(suite: cst.BaseSuite, prefix: str, cls: ClassKey | None, parent: FuncKey | None, owner: FuncInfo | None) -> None:
+        for statement in _statements(suite):
+            if isinstance(statement, cst.FunctionDef):
+                key = add_function(statement, f"{prefix}.{statement.name.value}", None, parent)
+                if owner is not None:
+                    owner.nested.append(key)
+            elif isinstance(statement, cst.ClassDef):
+                ckey = add_class(statement, f"{prefix}.{statement.name.value}", parent)
+                if owner is not None:
+                    owner.nested.append(ckey)
+
+    for statement in _statements(parsed.module):
+        if isinstance(statement, cst.FunctionDef):
+            info.top[statement.name.value] = add_function(statement, statement.name.value, None, None)
+        elif isinstance(statement, cst.ClassDef):
+            info.top[statement.name.value] = add_class(statement, statement.name.value, None)
+        elif isinstance(statement, (cst.Import, cst.ImportFrom)):
+            for bound, binding in import_bindings(info, statement):
+                info.imports[bound] = binding
+        else:
+            for target_name, value, target in _assign_pairs(statement):
+                info.assigned.add(target_name)
+                info.states.pop(target_name, None)
+                info.candidates.pop(target_name, None)
+                if value is None:
+                    continue
+                line, col = parsed.position(target)
+                kind = container_kind(value)
+                if kind is not None:
+                    info.states[target_name] = StateDef(StateKey(name, target_name), kind, path, line, col)
+                elif is_candidate_call(value):
+                    assert isinstance(value, cst.Call)
+                    info.candidates[target_name] = Candidate(target_name, value.func, line, col)
+
+    for global_name, global_node in rebound.items():
+        if global_name in info.states:
+            continue
+        candidate = info.candidates.get(global_name)
+        line, col = (candidate.line, candidate.col) if candidate else _first_assignment(info, parsed, global_name) or parsed.position(global_node)
+        info.states[global_name] = StateDef(StateKey(name, global_name), "global", path, line, col)
+    return info
+
+
+def _first_assignment(info: ModuleInfo, parsed: ParsedFile, wanted: str) -> tuple[int, int] | None:
+    assert parsed.module is not None
+    for statement in _statements(parsed.module):
+        for target_name, _value, target in _assign_pairs(statement):
+            if target_name == wanted:
+                return parsed.position(target)
+    return None
