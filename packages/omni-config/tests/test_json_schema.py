@@ -1,0 +1,50 @@
+"""The exported JSON Schema is a valid Draft 2020-12 schema that agrees with the pydantic model."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+
+from omni_config import json_schema
+
+from conftest import fixture_dict
+
+
+@pytest.fixture(scope="module")
+def validator():
+    schema = json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_schema_metadata():
+    schema = json_schema()
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["title"] == "omni pipeline config"
+    assert schema["required"] == ["stages"]
+
+
+@pytest.mark.parametrize("name", ["higgs_tts", "qwen3_tts", "ming_omni_tts"])
+def test_schema_accepts_the_fixture_pipelines(validator, name):
+    assert [e.message for e in validator.iter_errors(fixture_dict(name))] == []
+
+
+def test_schema_accepts_documented_shorthands(validator, higgs):
+    higgs["stages"][2]["next"] = "vocoder"
+    higgs["stages"][2]["stream_to"] = ["vocoder"]
+    higgs["processes"] = {"vocoder": {"num_replicas": 1, "replica_devices": 1}}
+    assert list(validator.iter_errors(higgs)) == []
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: d["stages"][0].__setitem__("procss", "x"),
+    lambda d: d.__setitem__("placment", {}),
+    lambda d: d["stages"][1]["runtime"]["resources"].__setitem__("total_gpu_memory_fraction", 1.5),
+    lambda d: d["stages"][2].__setitem__("tp_size", 0),
+    lambda d: d.__setitem__("stages", []),
+    lambda d: d.__setitem__("processes", {"vocoder": {"num_replicas": 0}}),
+    lambda d: d.__setitem__("process_local_edges", [{"src": "a", "dst": "b"}]),
+], ids=["unknown-stage-key", "unknown-top-key", "fraction-range", "tp-range", "no-stages", "replicas-range", "edge-without-reason"])
+def test_schema_rejects_what_the_loader_rejects(validator, higgs, mutate):
+    mutate(higgs)
+    assert list(validator.iter_errors(higgs))
