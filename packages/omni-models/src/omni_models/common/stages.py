@@ -30,7 +30,7 @@ def is_cancelled(ctx: Any) -> bool:
 def require(data: dict[str, Any], key: str, model: str, stage: str) -> Any:
     """A payload field a stage needs; its absence means the upstream stage broke the contract."""
     if key not in data:
-        raise KeyError(f"{model}: stage {stage} needs payload field {key!r}, which the upstream stage did not send")
+        raise RuntimeError(f"{model}: stage {stage} needs payload field {key!r}, which the upstream stage did not send")
     return data[key]
 
 
@@ -77,8 +77,9 @@ class AudioFormat:
 class CodecVocoder:
     """Terminal vocoder: code chunks -> latents (``frontend``) -> streaming codec decoder -> audio.
 
-    ``frontend(first_chunk_data)`` returns the per-request function mapping codes ``[K, n]`` to
-    decoder input ``[dim, m]`` (a plain RVQ lookup, or CosyVoice3's flow-matching mel).
+    ``frontend(first_chunk_data)`` returns the per-request function mapping the chunk's
+    ``key`` tensor (codes ``[K, n]`` or latents) to decoder input ``[dim, m]`` (an RVQ lookup,
+    the identity for continuous latents, or CosyVoice3's flow-matching mel).
     As a streaming consumer it decodes each chunk as it arrives; as a plain ``next`` target it
     decodes ``data["codes"]`` in chunks of ``chunk_frames``. Either way it emits audio chunks.
     """
@@ -93,8 +94,9 @@ class CodecVocoder:
         audio: AudioFormat,
         device: str,
         chunk_frames: int = 25,
+        key: str = "codes",
     ):
-        self.model, self.stage = model, stage
+        self.model, self.stage, self.key = model, stage, key
         self.frontend, self.decoder, self.audio, self.device = frontend, decoder, audio, device
         self.chunk_frames = chunk_frames
 
@@ -105,7 +107,7 @@ class CodecVocoder:
         for chunk in chunks:
             if is_cancelled(ctx):
                 break
-            codes = require(chunk, "codes", self.model, self.stage)
+            codes = require(chunk, self.key, self.model, self.stage)
             if to_latents is None:
                 to_latents = self.frontend(chunk)
             with torch.inference_mode():
@@ -130,12 +132,13 @@ class CodecVocoder:
 
     def process(self, payload: Any, ctx: Any) -> Any:
         data = payload.data
-        codes = require(data, "codes", self.model, self.stage)
-        if codes.dim() != 2 or codes.shape[1] == 0:
-            raise ValueError(f"{self.model}: stage {self.stage} got codes of shape {tuple(codes.shape)}; expected [K, frames>0]")
-        extra = {k: v for k, v in data.items() if k != "codes"}
+        codes = require(data, self.key, self.model, self.stage)
+        if not isinstance(codes, torch.Tensor) or codes.dim() != 2 or codes.shape[1] == 0:
+            shape = tuple(codes.shape) if isinstance(codes, torch.Tensor) else type(codes).__name__
+            raise ValueError(f"{self.model}: stage {self.stage} got {self.key} of shape {shape}; expected [channels, frames > 0]")
+        extra = {k: v for k, v in data.items() if k != self.key}
         pieces = (
-            {**extra, "codes": codes[:, i : i + self.chunk_frames]} for i in range(0, codes.shape[1], self.chunk_frames)
+            {**extra, self.key: codes[:, i : i + self.chunk_frames]} for i in range(0, codes.shape[1], self.chunk_frames)
         )
         frames, samples = self._decode(pieces, ctx)
         return with_data(payload, self._summary(frames, samples))
