@@ -1,0 +1,112 @@
+"""Audar-TTS stages.
+
+preprocessing      text normalisation + byte tokens, limits, voice, reference recording (16 kHz)
+reference_encoder  speaker encoder -> ``speaker_embedding`` tensor in the payload
+tts_engine         AR transformer (KV cache) generating 4 parallel codebooks per 25 Hz frame,
+                   returned as ``codes`` in the payload
+vocoder            codec decoder: 4 codebooks -> 24 kHz mono, decoded and streamed in chunks
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from omni_models.common.ar import ARConfig
+from omni_models.common.audio import reference_audio
+from omni_models.common.codec import CodecConfig
+from omni_models.common.components import Component, Loader, build_ar, build_codec_decoder, build_rvq, build_speaker_encoder
+from omni_models.common.request import TextRequest, prepare_text_request
+from omni_models.common.sampling import SamplingParams
+from omni_models.common.speaker import SpeakerEncoderConfig
+from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder, require, with_data
+from omni_models.common.weights import DEFAULT_SEED
+
+MODEL = "audar_tts"
+CODEC = CodecConfig(sample_rate=24000, hop=960, channels=1, latent_dim=64, num_codebooks=4, codebook_size=1024)
+SPEAKER = SpeakerEncoderConfig(embed_dim=64)
+AR = ARConfig(num_codebooks=4, codebook_size=1024, layout="parallel", cond_dim=SPEAKER.embed_dim, max_seq_len=1536)
+MAX_CHARS = 400
+MAX_SECONDS = 30.0
+
+
+def components() -> dict[str, Component]:
+    return {
+        "speaker_encoder": (build_speaker_encoder, SPEAKER),
+        "lm": (build_ar, AR),
+        "codec.quantizer": (build_rvq, CODEC),
+        "codec.decoder": (build_codec_decoder, CODEC),
+    }
+
+
+class Preprocessing:
+    def process(self, payload: Any, ctx: Any = None) -> Any:
+        request = prepare_text_request(payload.data, frame_rate=CODEC.frame_rate, max_chars=MAX_CHARS, max_seconds=MAX_SECONDS)
+        return with_data(payload, {**request.to_data(), "ref_wave": reference_audio(payload.data, SPEAKER.sample_rate)})
+
+
+class ReferenceEncoder:
+    def __init__(self, loader: Loader):
+        self.device = loader.device
+        self.encoder = loader.get(components(), "speaker_encoder")
+
+    @torch.inference_mode()
+    def process(self, payload: Any, ctx: Any = None) -> Any:
+        data = dict(payload.data)
+        wave = require(data, "ref_wave", MODEL, "reference_encoder")
+        if wave is None:
+            embedding = self.encoder.preset(int(require(data, "voice_index", MODEL, "reference_encoder")))
+        else:
+            embedding = self.encoder(wave.to(self.device))
+        del data["ref_wave"]
+        data["speaker_embedding"] = embedding.to("cpu", torch.float32).contiguous()
+        return with_data(payload, data)
+
+
+class TTSEngine:
+    def __init__(self, engine: AREngine):
+        self.engine = engine
+
+    def process(self, payload: Any, ctx: Any) -> Any:
+        request = TextRequest.from_data(payload.data)
+        embedding = require(payload.data, "speaker_embedding", MODEL, "tts_engine")
+        codes = self.engine.collect(ctx, request, embedding)
+        return with_data(payload, {"codes": codes, "frame_rate": CODEC.frame_rate})
+
+
+def build_preprocessing() -> Preprocessing:
+    return Preprocessing()
+
+
+def build_reference_encoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> ReferenceEncoder:
+    return ReferenceEncoder(Loader.create(load_format, model_path, seed, device))
+
+
+def build_tts_engine(
+    load_format: str = "dummy",
+    model_path: str | None = None,
+    seed: int = DEFAULT_SEED,
+    device: str | None = None,
+    temperature: float = 0.8,
+    top_k: int = 50,
+) -> TTSEngine:
+    loader = Loader.create(load_format, model_path, seed, device)
+    return TTSEngine(
+        AREngine(
+            model_name=MODEL, model=loader.get(components(), "lm"), seed=seed, params=SamplingParams(temperature, top_k),
+            chunk_frames=1, first_chunk_frames=1,
+        )
+    )
+
+
+def build_vocoder(
+    load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, chunk_frames: int = 12
+) -> CodecVocoder:
+    loader = Loader.create(load_format, model_path, seed, device)
+    quantizer = loader.get(components(), "codec.quantizer")
+    return CodecVocoder(
+        model=MODEL, stage="vocoder", frontend=lambda first_chunk: quantizer.decode,
+        decoder=loader.get(components(), "codec.decoder"),
+        audio=AudioFormat(CODEC.sample_rate, CODEC.channels), device=loader.device, chunk_frames=chunk_frames,
+    )

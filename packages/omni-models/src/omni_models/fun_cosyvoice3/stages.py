@@ -1,0 +1,146 @@
+"""Fun-CosyVoice3 stages.
+
+preprocessing  text normalisation + byte tokens, limits, the speaker embedding (CAM++-style
+               encoder or a preset voice) and the reference's speech tokens (speech tokenizer);
+               the prepared request stays in ``_PREPARED_REQUESTS`` (process-local)
+tts_engine     speech-token LM (KV cache) generating one 6561-entry codebook at 25 Hz,
+               streamed to the vocoder with the speaker embedding on the first chunk
+vocoder        flow matching (tokens -> 50 Hz 80-bin mel) and a HiFi-GAN-shaped mel vocoder
+               -> 24 kHz mono, streamed to the client
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from omni_models.common.ar import ARConfig
+from omni_models.common.audio import reference_audio, resample
+from omni_models.common.codec import CodecConfig
+from omni_models.common.components import (
+    Component,
+    Loader,
+    build_ar,
+    build_codec_decoder,
+    build_codec_encoder,
+    build_rvq,
+    build_speaker_encoder,
+)
+from omni_models.common.flow import NoiseStream
+from omni_models.common.request import TOKENIZER, prepare_text_request
+from omni_models.common.sampling import SamplingParams, generator_for
+from omni_models.common.speaker import SpeakerEncoderConfig
+from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder, require, with_data
+from omni_models.common.weights import DEFAULT_SEED
+
+from .handoff import MODEL, PreparedRequest, PreprocessingContext, preprocessing_context, put_prepared, register_context, take_prepared
+from .model import TokenFlowConfig, build_token_flow
+
+TOKEN_RATE_HOP = 960  # 25 Hz speech tokens at 24 kHz
+SPEECH_TOKENIZER = CodecConfig(sample_rate=24000, hop=TOKEN_RATE_HOP, channels=1, latent_dim=64, num_codebooks=1, codebook_size=6561)
+MEL_VOCODER = CodecConfig(sample_rate=24000, hop=480, channels=1, latent_dim=80, num_codebooks=1, codebook_size=1)
+SPEAKER = SpeakerEncoderConfig(embed_dim=64)
+AR = ARConfig(num_codebooks=1, codebook_size=6561, layout="parallel", cond_dim=SPEAKER.embed_dim, max_seq_len=1536)
+FLOW = TokenFlowConfig(vocab=6561, speaker_dim=SPEAKER.embed_dim, n_mels=80, token_mel_ratio=2)
+TOKEN_RATE = SPEECH_TOKENIZER.frame_rate
+MAX_CHARS = 400
+MAX_SECONDS = 30.0
+
+
+def components() -> dict[str, Component]:
+    return {
+        "campplus": (build_speaker_encoder, SPEAKER),
+        "speech_tokenizer.encoder": (build_codec_encoder, SPEECH_TOKENIZER),
+        "speech_tokenizer.quantizer": (build_rvq, SPEECH_TOKENIZER),
+        "llm": (build_ar, AR),
+        "flow": (build_token_flow, FLOW),
+        "hift": (build_codec_decoder, MEL_VOCODER),
+    }
+
+
+class Preprocessing:
+    def __init__(self, loader: Loader):
+        self.device = loader.device
+        self.speaker = loader.get(components(), "campplus")
+        self.tokenizer_encoder = loader.get(components(), "speech_tokenizer.encoder")
+        self.tokenizer_quantizer = loader.get(components(), "speech_tokenizer.quantizer")
+
+    @torch.inference_mode()
+    def process(self, payload: Any, ctx: Any = None) -> Any:
+        data = payload.data
+        text = prepare_text_request(data, frame_rate=TOKEN_RATE, max_chars=MAX_CHARS, max_seconds=MAX_SECONDS)
+        ref = reference_audio(data, SPEECH_TOKENIZER.sample_rate)
+        if ref is None:
+            speaker = self.speaker.preset(text.voice_index)
+            tokens = torch.zeros(1, 0, dtype=torch.long)
+        else:
+            ref = ref.to(self.device)
+            speaker = self.speaker(resample(ref[None], SPEECH_TOKENIZER.sample_rate, SPEAKER.sample_rate)[0])
+            tokens = self.tokenizer_quantizer.encode(self.tokenizer_encoder(ref)).cpu()
+        put_prepared(payload.request_id, PreparedRequest(text, speaker.cpu(), tokens))
+        return with_data(payload, {"text": text.text, "num_prompt_tokens": tokens.shape[1]})
+
+
+class TTSEngine:
+    def __init__(self, engine: AREngine):
+        self.engine = engine
+
+    def process(self, payload: Any, ctx: Any) -> Any:
+        prepared = take_prepared(payload.request_id)
+        extra = {"speaker": prepared.speaker.to(torch.float32), "seed": prepared.text.seed}
+        total = self.engine.stream(ctx, prepared.text, prepared.speaker, prepared.prompt_tokens, extra=extra)
+        return with_data(payload, {"num_tokens": total, "token_rate": TOKEN_RATE})
+
+
+class FlowFrontend:
+    """Per request: the flow's noise stream (seeded by the request) and speaker embedding."""
+
+    def __init__(self, flow: Any, seed: int, device: str):
+        self.flow, self.seed, self.device = flow, seed, device
+
+    def __call__(self, first_chunk: dict[str, Any]) -> Any:
+        speaker = require(first_chunk, "speaker", MODEL, "vocoder").to(self.device)
+        request_seed = int(require(first_chunk, "seed", MODEL, "vocoder"))
+        noise = NoiseStream(generator_for(self.seed, request_seed, MODEL, "flow"), FLOW.n_mels)
+        return lambda tokens: self.flow(tokens, speaker, noise)
+
+
+def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> Preprocessing:
+    stage = Preprocessing(Loader.create(load_format, model_path, seed, device))
+    register_context(PreprocessingContext(speaker_dim=SPEAKER.embed_dim, tokenizer_vocab=TOKENIZER.vocab_size))
+    return stage
+
+
+def build_tts_engine(
+    load_format: str = "dummy",
+    model_path: str | None = None,
+    seed: int = DEFAULT_SEED,
+    device: str | None = None,
+    chunk_frames: int = 25,
+    first_chunk_frames: int = 8,
+    temperature: float = 0.8,
+    top_k: int = 25,
+) -> TTSEngine:
+    context = preprocessing_context()
+    if context.speaker_dim != AR.cond_dim or context.tokenizer_vocab != AR.text_vocab:
+        raise ValueError(
+            f"{MODEL}: preprocessing produces speaker dim {context.speaker_dim} / vocab {context.tokenizer_vocab}, "
+            f"the LM expects {AR.cond_dim} / {AR.text_vocab}"
+        )
+    loader = Loader.create(load_format, model_path, seed, device)
+    return TTSEngine(
+        AREngine(
+            model_name=MODEL, model=loader.get(components(), "llm"), seed=seed, params=SamplingParams(temperature, top_k),
+            chunk_frames=chunk_frames, first_chunk_frames=first_chunk_frames,
+        )
+    )
+
+
+def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> CodecVocoder:
+    loader = Loader.create(load_format, model_path, seed, device)
+    return CodecVocoder(
+        model=MODEL, stage="vocoder", frontend=FlowFrontend(loader.get(components(), "flow"), seed, loader.device),
+        decoder=loader.get(components(), "hift"),
+        audio=AudioFormat(MEL_VOCODER.sample_rate, MEL_VOCODER.channels), device=loader.device,
+    )
