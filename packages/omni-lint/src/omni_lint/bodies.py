@@ -30,6 +30,7 @@ from .project import (
 )
 from .scan import ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateKey, function_bindings, import_bindings
 from .source import ParsedFile
+from .walk import walk
 from .verbs import CONSUME, FILL, WRITE, container_effect, guess_kind
 
 AccessKey = Union[StateKey, SelfKey]
@@ -39,9 +40,20 @@ AccessKey = Union[StateKey, SelfKey]
 class Access:
     key: AccessKey
     kind: str  # read | write | cache
-    path: str
-    line: int
-    col: int
+    parsed: ParsedFile = field(compare=False, repr=False)
+    node: cst.CSTNode = field(compare=False, repr=False)
+
+    @property
+    def path(self) -> str:
+        return str(self.parsed.path)
+
+    @property
+    def line(self) -> int:
+        return self.parsed.position(self.node)[0]
+
+    @property
+    def col(self) -> int:
+        return self.parsed.position(self.node)[1]
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,7 @@ class Analyzer:
         if func is None or module is None:
             self._scopes[key] = None
             return None
-        bindings = function_bindings(func.node)
+        bindings = func.bindings
         params = _param_names(func.node.params)
         imports: dict[str, ImportBinding] = {}
         for node in bindings.imports:
@@ -176,7 +188,7 @@ class Analyzer:
         scope = self.scope(key)
         if scope is not None:
             collector = _Returns()
-            scope.func.node.body.visit(collector)
+            walk(scope.func.node.body, collector)
             for value in collector.values:
                 sym = self.resolve_value(scope, value)
                 if isinstance(sym, StateSym):
@@ -200,7 +212,7 @@ class Analyzer:
         self._in_progress.add(key)
         try:
             walker = _Walker(self, scope, scope.module.parsed)
-            scope.func.node.body.visit(walker)
+            walk(scope.func.node.body, walker)
             result = walker.finish()
         finally:
             self._in_progress.discard(key)
@@ -234,17 +246,21 @@ class Analyzer:
         return container_effect(guess_kind(self.project.external_bases(state.class_key)), verb)
 
 
-class _Returns(cst.CSTVisitor):
+_SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_DEF_TYPES = frozenset({cst.FunctionDef, cst.ClassDef})
+
+
+class _Returns:
     def __init__(self) -> None:
         self.values: list[cst.BaseExpression] = []
         self._depth = 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        nested = self._depth > 0 and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+        nested = self._depth > 0 and type(node) in _SCOPE_TYPES
         self._depth += 1
         if nested:
             return False
-        if isinstance(node, cst.Return) and node.value is not None:
+        if type(node) is cst.Return and node.value is not None:  # type: ignore[attr-defined]
             self.values.append(node.value)
         return True
 
@@ -255,14 +271,14 @@ class _Returns(cst.CSTVisitor):
 _SKIP_PARENTS = (cst.ImportAlias, cst.ImportFrom, cst.NameItem, cst.AsName, cst.FunctionDef, cst.ClassDef)
 
 
-class _Walker(cst.CSTVisitor):
+class _Walker:
     def __init__(self, analyzer: Analyzer, scope: Scope, parsed: ParsedFile):
         self.an = analyzer
         self.scope = scope
         self.parsed = parsed
         self.path = str(parsed.path)
         self.stack: list[cst.CSTNode] = []
-        self.raw: dict[AccessKey, list[tuple[str, int, int]]] = defaultdict(list)
+        self.raw: dict[AccessKey, list[tuple[str, cst.CSTNode]]] = defaultdict(list)
         self.reaches: set[FuncKey | ClassKey] = set()
         self.self_calls: set[FuncKey] = set()
         self.cache_vars: dict[AccessKey, set[str]] = defaultdict(set)
@@ -272,16 +288,17 @@ class _Walker(cst.CSTVisitor):
     # -- traversal ---------------------------------------------------------------
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        nested = bool(self.stack) and isinstance(node, (cst.FunctionDef, cst.ClassDef))
+        kind = type(node)
+        nested = kind in _DEF_TYPES and bool(self.stack)
         self.stack.append(node)
         if nested:
             return False
-        if isinstance(node, cst.Name):
-            self._name(node)
-        elif isinstance(node, cst.Call):
-            self._call(node)
-        elif isinstance(node, cst.Return) and isinstance(node.value, cst.Name):
-            self.return_names.add(node.value.value)
+        if kind is cst.Name:
+            self._name(node)  # type: ignore[arg-type]
+        elif kind is cst.Call:
+            self._call(node)  # type: ignore[arg-type]
+        elif kind is cst.Return and type(node.value) is cst.Name:  # type: ignore[attr-defined]
+            self.return_names.add(node.value.value)  # type: ignore[attr-defined]
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -290,7 +307,7 @@ class _Walker(cst.CSTVisitor):
     def finish(self) -> Facts:
         accesses = []
         for key, raw in self.raw.items():
-            kinds = {kind for kind, _, _ in raw}
+            kinds = {kind for kind, _ in raw}
             cache = (
                 "read" in kinds
                 and "fill" in kinds
@@ -298,12 +315,12 @@ class _Walker(cst.CSTVisitor):
                 and (key in self.returned or bool(self.cache_vars[key] & self.return_names))
             )
             seen = set()
-            for kind, line, col in raw:
+            for kind, node in raw:
                 final = "cache" if cache and kind != "cache" else ("write" if kind == "fill" else kind)
-                if (final, line, col) in seen:
+                if (final, id(node)) in seen:
                     continue
-                seen.add((final, line, col))
-                accesses.append(Access(key, final, self.path, line, col))
+                seen.add((final, id(node)))
+                accesses.append(Access(key, final, self.parsed, node))
         reaches = set(self.reaches) | set(self.scope.func.nested)
         return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)))
 
@@ -398,9 +415,8 @@ class _Walker(cst.CSTVisitor):
                 kinds = ("read",)
         if any(isinstance(n, cst.Return) for n in stack[:index]) and ("read" in kinds or "cache" in kinds):
             self.returned.add(key)
-        line, col = self.parsed.position(head)
         for kind in kinds:
-            self.raw[key].append((kind, line, col))
+            self.raw[key].append((kind, head))
 
     def _subscript(self, key: AccessKey, index: int) -> tuple[str, ...]:
         context = self._store_context(index)

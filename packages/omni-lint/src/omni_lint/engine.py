@@ -122,12 +122,14 @@ def _lint_pipeline(run: _Run, folder: ModelFolder, pipeline_file: Path) -> None:
                 continue
             if not project.in_tree(target.replace(":", ".")):
                 complete = False
-                run.findings.append(Finding(str(pipeline_file.resolve()), stage.line, 1, "OL101", f"stage {stage.name}: {what} {target!r} is outside the analysed tree ({project.root}); its state accesses are not checked", Severity.INFO))
+                run.findings.append(Finding(str(pipeline_file.resolve()), stage.line, stage.col, "OL101", f"stage {stage.name}: {what} {target!r} is outside the analysed tree ({project.root}); its state accesses are not checked", Severity.INFO))
                 continue
             sym, reason = project.resolve_target(target)
             if sym is None:
                 complete = False
-                run.findings.append(Finding(str(pipeline_file.resolve()), stage.line, 1, "OL003", f"stage {stage.name}: {what} {target!r} does not resolve: {reason}; fix the dotted path ('pkg.module:function')", Severity.ERROR))
+                if reason.endswith("does not parse"):
+                    continue  # OL900 on the module itself says what to fix
+                run.findings.append(Finding(str(pipeline_file.resolve()), stage.line, stage.col, "OL003", f"stage {stage.name}: {what} {target!r} does not resolve: {reason}; fix the dotted path ('pkg.module:function')", Severity.ERROR))
                 continue
             starts.append(sym)
         cache_key = (folder.import_root, tuple(starts))

@@ -60,8 +60,8 @@ def check_pipeline(
         definition = state_def(key)
         if definition is None:
             continue
-        writers = sorted(name for name, a in stages.items() if a.uses.get(key) and a.uses[key].write is not None)
-        readers = sorted(name for name, a in stages.items() if a.uses.get(key) and a.uses[key].read is not None)
+        writers = sorted(name for name, a in stages.items() if a.uses.get(key) and a.uses[key].writes)
+        readers = sorted(name for name, a in stages.items() if a.uses.get(key) and a.uses[key].reads)
         reported: set[frozenset[str]] = set()
         for writer in writers:
             for reader in readers:

@@ -27,6 +27,7 @@ class StageView:
     merge_fn: str | None
     route_fn: str | None
     line: int
+    col: int = 1
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,8 @@ def view_of(config: Any, path: Path, positions: "YamlPositions | None" = None) -
     stages = []
     edges: set[tuple[str, str]] = set()
     for index, stage in enumerate(config.stages):
-        line, _ = positions.locate(f"stages.{stage.name}", index_hint=("stages", index))
-        stages.append(StageView(stage.name, stage.factory, stage.merge_fn, stage.route_fn, line))
+        line, col = positions.locate(f"stages.{stage.name}", index_hint=("stages", index))
+        stages.append(StageView(stage.name, stage.factory, stage.merge_fn, stage.route_fn, line, col))
         for target in [*stage.next, *stage.stream_to]:
             edges.add((stage.name, target))
         for source in stage.wait_for:

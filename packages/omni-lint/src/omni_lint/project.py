@@ -162,9 +162,9 @@ class Project:
                 continue
             existing = info.states.get(name)
             if existing is not None and existing.kind == "global":
-                info.states[name] = StateDef(existing.key, "global", existing.path, existing.line, existing.col, target.key)
+                info.states[name] = StateDef(existing.key, "global", existing.parsed, existing.node, target.key)
             elif existing is None:
-                info.states[name] = StateDef(StateKey(info.name, name), "instance", str(info.parsed.path), candidate.line, candidate.col, target.key)
+                info.states[name] = StateDef(StateKey(info.name, name), "instance", info.parsed, candidate.node, target.key)
 
     def module_member(self, module_name: str, attr: str, seen: frozenset[tuple[str, str]] = frozenset()) -> Sym | None:
         if (module_name, attr) in seen:

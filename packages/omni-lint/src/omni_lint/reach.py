@@ -18,31 +18,37 @@ from .project import ClassSym, FuncSym, Sym
 from .scan import ClassKey, FuncKey, StateKey
 
 
+def _earliest(accesses: tuple[Access, ...]) -> Access | None:
+    if not accesses:
+        return None
+    return min(accesses, key=lambda a: (a.path, a.line, a.col))
+
+
 @dataclass(frozen=True)
 class StageUse:
-    """The first write and the first read of one state by one stage (None when absent)."""
+    """Every write and read of one state by one stage (positions are resolved only for messages)."""
 
-    write: Access | None
-    read: Access | None
+    writes: tuple[Access, ...]
+    reads: tuple[Access, ...]
 
+    @property
+    def write(self) -> Access | None:
+        return _earliest(self.writes)
 
-def _first(current: Access | None, candidate: Access) -> Access:
-    if current is None:
-        return candidate
-    return min(current, candidate, key=lambda a: (a.path, a.line, a.col))
+    @property
+    def read(self) -> Access | None:
+        return _earliest(self.reads)
 
 
 def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> dict[StateKey, StageUse]:
     project = analyzer.project
     pending: list[FuncKey | ClassKey] = []
     for sym in starts:
-        if isinstance(sym, FuncSym):
-            pending.append(sym.key)
-        elif isinstance(sym, ClassSym):
+        if isinstance(sym, (FuncSym, ClassSym)):
             pending.append(sym.key)
     seen: set[FuncKey | ClassKey] = set()
-    writes: dict[StateKey, Access] = {}
-    reads: dict[StateKey, Access] = {}
+    writes: dict[StateKey, list[Access]] = {}
+    reads: dict[StateKey, list[Access]] = {}
     while pending:
         item = pending.pop()
         if item in seen:
@@ -56,8 +62,8 @@ def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> dict[StateKey, StageUse
             if not isinstance(access.key, StateKey):
                 continue
             if access.kind == "write":
-                writes[access.key] = _first(writes.get(access.key), access)
+                writes.setdefault(access.key, []).append(access)
             elif access.kind == "read":
-                reads[access.key] = _first(reads.get(access.key), access)
+                reads.setdefault(access.key, []).append(access)
         pending.extend(facts.reaches)
-    return {key: StageUse(writes.get(key), reads.get(key)) for key in sorted(set(writes) | set(reads))}
+    return {key: StageUse(tuple(writes.get(key, ())), tuple(reads.get(key, ()))) for key in sorted(set(writes) | set(reads))}

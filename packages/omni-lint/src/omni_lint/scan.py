@@ -16,6 +16,7 @@ from typing import Iterator
 import libcst as cst
 
 from .source import ParsedFile
+from .walk import walk
 
 
 @dataclass(frozen=True, order=True)
@@ -86,6 +87,14 @@ class FuncInfo:
     parent: FuncKey | None
     kind: str  # function | method | classmethod | staticmethod
     nested: list[FuncKey | ClassKey] = field(default_factory=list)
+    _bindings: "_Bindings | None" = field(default=None, repr=False)
+
+    @property
+    def bindings(self) -> "_Bindings":
+        """Names the body binds (computed once, shared by the scan and the analysis)."""
+        if self._bindings is None:
+            self._bindings = function_bindings(self.node)
+        return self._bindings
 
 
 @dataclass
@@ -100,11 +109,22 @@ class ClassInfo:
 class StateDef:
     key: StateKey
     kind: str  # dict | list | set | deque | queue | instance | global | object
-    path: str
-    line: int
-    col: int
-    #: for kind "instance": the constructor expression, resolved by the project
+    parsed: ParsedFile = field(compare=False, repr=False)
+    node: cst.CSTNode = field(compare=False, repr=False)
+    #: for registry instances: the class of the tree it is an instance of
     class_key: ClassKey | None = None
+
+    @property
+    def path(self) -> str:
+        return str(self.parsed.path)
+
+    @property
+    def line(self) -> int:
+        return self.parsed.position(self.node)[0]
+
+    @property
+    def col(self) -> int:
+        return self.parsed.position(self.node)[1]
 
 
 @dataclass
@@ -113,8 +133,7 @@ class Candidate:
 
     name: str
     callee: cst.BaseExpression
-    line: int
-    col: int
+    node: cst.CSTNode
 
 
 @dataclass
@@ -203,7 +222,14 @@ def is_candidate_call(value: cst.BaseExpression) -> bool:
     return last not in CONTAINER_CTORS and last not in NOT_STATE_CTORS
 
 
-class _Bindings(cst.CSTVisitor):
+_SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_BINDING_TYPES = frozenset({
+    cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom, cst.Assign, cst.AssignTarget, cst.AugAssign,
+    cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.AsName,
+})
+
+
+class _Bindings:
     """Names a function body declares global and names it assigns (not nested scopes)."""
 
     def __init__(self) -> None:
@@ -216,33 +242,31 @@ class _Bindings(cst.CSTVisitor):
         self._depth = 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        nested = self._depth > 0 and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+        kind = type(node)
+        nested = self._depth > 0 and kind in _SCOPE_TYPES
         self._depth += 1
-        if nested:
-            return False
-        if isinstance(node, cst.Global):
-            for item in node.names:
+        if nested or kind not in _BINDING_TYPES:
+            return not nested
+        if kind is cst.Global:
+            for item in node.names:  # type: ignore[attr-defined]
                 self.globals.setdefault(item.name.value, node)
-        elif isinstance(node, cst.Nonlocal):
-            for item in node.names:
+        elif kind is cst.Nonlocal:
+            for item in node.names:  # type: ignore[attr-defined]
                 self.nonlocals.add(item.name.value)
-        elif isinstance(node, (cst.Import, cst.ImportFrom)):
-            self.imports.append(node)
-        elif isinstance(node, cst.Assign):
-            for target in node.targets:
-                if isinstance(target.target, cst.Name):
-                    self.values.setdefault(target.target.value, []).append(node.value)
-        elif isinstance(node, cst.AssignTarget):
-            self._targets(node.target)
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
-            if not isinstance(node, cst.AnnAssign) or node.value is not None:
-                self._targets(node.target)
-        elif isinstance(node, (cst.For, cst.CompFor)):
-            self._targets(node.target)
-        elif isinstance(node, cst.NamedExpr):
-            self._targets(node.target)
-        elif isinstance(node, cst.AsName):
-            self._targets(node.name)
+        elif kind is cst.Import or kind is cst.ImportFrom:
+            self.imports.append(node)  # type: ignore[arg-type]
+        elif kind is cst.Assign:
+            for target in node.targets:  # type: ignore[attr-defined]
+                if type(target.target) is cst.Name:
+                    self.values.setdefault(target.target.value, []).append(node.value)  # type: ignore[attr-defined]
+        elif kind is cst.AssignTarget:
+            self._targets(node.target)  # type: ignore[attr-defined]
+        elif kind is cst.AugAssign or (kind is cst.AnnAssign and node.value is not None):  # type: ignore[attr-defined]
+            self._targets(node.target)  # type: ignore[attr-defined]
+        elif kind is cst.For or kind is cst.CompFor or kind is cst.NamedExpr:
+            self._targets(node.target)  # type: ignore[attr-defined]
+        elif kind is cst.AsName:
+            self._targets(node.name)  # type: ignore[attr-defined]
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -261,7 +285,7 @@ class _Bindings(cst.CSTVisitor):
 def function_bindings(node: cst.FunctionDef) -> _Bindings:
     visitor = _Bindings()
     visitor._depth = 1  # defs inside the body are nested scopes
-    node.body.visit(visitor)
+    walk(node.body, visitor)
     return visitor
 
 
@@ -324,8 +348,8 @@ def _decorator_names(node: cst.FunctionDef) -> set[str]:
 def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
     info = ModuleInfo(name, parsed, is_package)
     assert parsed.module is not None
-    path = str(parsed.path)
     rebound: dict[str, cst.CSTNode] = {}
+    may_rebind = "global" in (parsed.source or "")
 
     def add_function(node: cst.FunctionDef, qual: str, cls: ClassKey | None, parent: FuncKey | None) -> FuncKey:
         key = FuncKey(name, qual)
@@ -335,10 +359,11 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
             kind = "staticmethod" if "staticmethod" in decorators else "classmethod" if "classmethod" in decorators else "method"
         func = FuncInfo(key, node, cls, parent, kind)
         info.functions[qual] = func
-        bindings = function_bindings(node)
-        for global_name, global_node in bindings.globals.items():
-            if global_name in bindings.assigned:
-                rebound.setdefault(global_name, global_node)
+        if may_rebind:
+            bindings = func.bindings
+            for global_name, global_node in bindings.globals.items():
+                if global_name in bindings.assigned:
+                    rebound.setdefault(global_name, global_node)
         walk_body(node.body, qual, None, key, func)
         return key
 
@@ -356,9 +381,8 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
                     kind = container_kind(value) if value is not None else None
                     if kind is not None:
                         state_key = StateKey(name, f"{node.name.value}.{attr}")
-                        line, col = parsed.position(target)
                         klass.class_states[attr] = state_key
-                        info.states[state_key.name] = StateDef(state_key, kind, path, line, col)
+                        info.states[state_key.name] = StateDef(state_key, kind, parsed, target)
         return key
 
     def walk_body(suite: cst.BaseSuite, prefix: str, cls: ClassKey | None, parent: FuncKey | None, owner: FuncInfo | None) -> None:
@@ -387,27 +411,25 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
                 info.candidates.pop(target_name, None)
                 if value is None:
                     continue
-                line, col = parsed.position(target)
                 kind = container_kind(value)
                 if kind is not None:
-                    info.states[target_name] = StateDef(StateKey(name, target_name), kind, path, line, col)
+                    info.states[target_name] = StateDef(StateKey(name, target_name), kind, parsed, target)
                 elif is_candidate_call(value):
                     assert isinstance(value, cst.Call)
-                    info.candidates[target_name] = Candidate(target_name, value.func, line, col)
+                    info.candidates[target_name] = Candidate(target_name, value.func, target)
 
     for global_name, global_node in rebound.items():
         if global_name in info.states:
             continue
-        candidate = info.candidates.get(global_name)
-        line, col = (candidate.line, candidate.col) if candidate else _first_assignment(info, parsed, global_name) or parsed.position(global_node)
-        info.states[global_name] = StateDef(StateKey(name, global_name), "global", path, line, col)
+        node = _first_assignment(parsed, global_name) or global_node
+        info.states[global_name] = StateDef(StateKey(name, global_name), "global", parsed, node)
     return info
 
 
-def _first_assignment(info: ModuleInfo, parsed: ParsedFile, wanted: str) -> tuple[int, int] | None:
+def _first_assignment(parsed: ParsedFile, wanted: str) -> cst.CSTNode | None:
     assert parsed.module is not None
     for statement in _statements(parsed.module):
         for target_name, _value, target in _assign_pairs(statement):
             if target_name == wanted:
-                return parsed.position(target)
+                return target
     return None

@@ -1,0 +1,65 @@
+"""A read-only traversal of libcst trees.
+
+``CSTNode.visit`` rebuilds every node it passes through (it is designed for
+transformers), which made a lint of the omni-models tree take seconds. The
+linter never changes a tree, so it walks the dataclass fields directly and
+skips the whitespace and punctuation fields that can never hold a name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol
+
+import libcst as cst
+
+_SKIP_FIELD_PARTS = ("whitespace", "lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after", "header", "footer", "newline", "indent")
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+class Visitor(Protocol):
+    def on_visit(self, node: cst.CSTNode) -> bool: ...
+
+    def on_leave(self, original_node: cst.CSTNode) -> None: ...
+
+
+def _fields(kind: type) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = tuple(
+            f.name for f in dataclasses.fields(kind) if not any(part in f.name for part in _SKIP_FIELD_PARTS)
+        )
+        _FIELDS[kind] = names
+    return names
+
+
+_IS_NODE: dict[type, bool] = {}
+
+
+def is_node(value: object) -> bool:
+    """``isinstance(value, CSTNode)`` without the ABC machinery on every call."""
+    kind = type(value)
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = isinstance(value, cst.CSTNode)
+    return known
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found: list[cst.CSTNode] = []
+    for name in _fields(type(node)):
+        value = getattr(node, name)
+        kind = type(value)
+        if kind is list or kind is tuple:
+            found.extend(item for item in value if is_node(item))
+        elif is_node(value):
+            found.append(value)
+    return found
+
+
+def walk(node: cst.CSTNode, visitor: Visitor) -> None:
+    """Depth-first: ``on_visit`` (False skips the children), children, ``on_leave``."""
+    if visitor.on_visit(node):
+        for child in children(node):
+            walk(child, visitor)
+    visitor.on_leave(node)
