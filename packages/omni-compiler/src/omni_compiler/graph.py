@@ -129,9 +129,10 @@ def check_graph(config: PipelineConfig, edges: tuple[CompiledEdge, ...], names: 
     adjacency: dict[str, list[str]] = {n: [] for n in names}
     for edge in edges:
         adjacency[edge.src].append(edge.dst)
+    kinds = {(edge.src, edge.dst): edge.kinds for edge in edges}
     for cycle in _cycles(config.stage_names, adjacency) if _has_cycle(adjacency) else ():
         shown = " -> ".join((*cycle, cycle[0]))
-        issues.append(ConfigIssue(f"stages.{cycle[-1]}.next", f"the stages form a cycle ({shown}), so a request could never finish", f"remove the edge {cycle[-1]} -> {cycle[0]}", value=cycle[0]))
+        issues.append(ConfigIssue(_edge_field(cycle[-1], cycle[0], kinds[(cycle[-1], cycle[0])]), f"the stages form a cycle ({shown}), so a request could never finish", f"remove the edge {cycle[-1]} -> {cycle[0]}", value=cycle[0]))
     reachable = _reach(entry, adjacency)
     for stage in config.stages:
         if stage.name not in reachable:
@@ -139,6 +140,13 @@ def check_graph(config: PipelineConfig, edges: tuple[CompiledEdge, ...], names: 
     terminal = {s.name for s in config.stages if s.terminal}
     if not reachable & terminal:
         issues.append(ConfigIssue("stages", f"no terminal stage is reachable from the entry stage '{entry}', so no request could complete", "mark the last stage terminal: true"))
+
+
+def _edge_field(src: str, dst: str, kinds: tuple[str, ...]) -> str:
+    """The config field that declares an edge: src's next/stream_to, or dst's wait_for."""
+    if "next" in kinds or "stream_to" in kinds:
+        return f"stages.{src}.{'next' if 'next' in kinds else 'stream_to'}"
+    return f"stages.{dst}.wait_for"
 
 
 def _has_cycle(adjacency: dict[str, list[str]]) -> bool:
