@@ -115,12 +115,12 @@ class RunDir:
 class Message:
     """A received message: decoded ``header`` and lazily decoded payload.
 
-    Exactly one of :meth:`payload` / :meth:`payload_async` /
+    At most one of :meth:`payload` / :meth:`payload_async` /
     :meth:`discard` should be called for a message whose ``shm_count`` is
     non-zero; ``discard`` is idempotent and a no-op after decoding.
     """
 
-    __slots__ = ("header", "frames", "shm_count", "_codec", "_state", "_value")
+    __slots__ = ("header", "frames", "shm_count", "_codec", "_state")
 
     def __init__(self, header: dict[str, Any], frames: list[Any], shm_count: int, codec: Codec) -> None:
         self.header = header
@@ -128,7 +128,6 @@ class Message:
         self.shm_count = shm_count
         self._codec = codec
         self._state = "new"  # new | decoded | discarded
-        self._value: Any = None
 
     @property
     def nbytes(self) -> int:
@@ -136,20 +135,17 @@ class Message:
         return sum(_frame_len(f) for f in self.frames)
 
     def payload(self, *, device: Any = None, shm_copy: bool = True) -> Any:
-        """Decode (once) and return the payload; see :meth:`Codec.decode`."""
-        if self._state == "decoded":
-            return self._value
-        if self._state == "discarded":
-            raise CodecError("message payload was discarded; it cannot be decoded")
-        try:
-            self._value = self._codec.decode(self.frames, device=device, shm_copy=shm_copy)
-        except BaseException:
-            self._state = "discarded"
-            self.frames = []
-            raise
+        """Decode and return the payload, once; see :meth:`Codec.decode`.
+
+        The message keeps no reference to the result (a zero-copy view must
+        not be pinned by a forgotten ``Message``), so a second call raises
+        :class:`CodecError`.
+        """
+        if self._state != "new":
+            raise CodecError(f"message payload was already {self._state}; decode it once")
+        frames, self.frames = self.frames, []
         self._state = "decoded"
-        self.frames = []
-        return self._value
+        return self._codec.decode(frames, device=device, shm_copy=shm_copy)
 
     async def payload_async(self, *, device: Any = None, shm_copy: bool = True) -> Any:
         """:meth:`payload`, off the event loop when it copies a lot of data."""
