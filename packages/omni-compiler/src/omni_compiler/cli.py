@@ -67,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(positional)
+        if getattr(args, "gpus", None) is not None and args.gpus < 1:
+            parser.error(f"argument --gpus: the device count must be at least 1, got {args.gpus}")
     except SystemExit as exc:
         return int(exc.code or 0)
     try:
