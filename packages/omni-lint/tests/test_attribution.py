@@ -310,7 +310,8 @@ def test_declared_edges_tie_stages_transitively(tmp_path):
     (tmp_path / "m/pipeline.yaml").write_text(pipeline_yaml("m", chain("m", names), [("a", "b", "r1"), ("b", "c", "r2")]))
     assert run_lint(tmp_path).findings == ()
     (tmp_path / "m/pipeline.yaml").write_text(pipeline_yaml("m", chain("m", names), [("a", "b", "r1")]))
-    finding, info = run_lint(tmp_path).findings
-    assert (finding.code, info.code) == ("OL001", "OL100")
+    # sorted by path: m/pipeline.yaml (OL100 for a -> b, not enough on its own) before m/stages.py
+    info, finding = run_lint(tmp_path).findings
+    assert (info.code, finding.code) == ("OL100", "OL001")
     # only the missing edge of the path a -> b -> c is asked for
     assert "declare process_local_edges b -> c (edge to add)" in finding.message
