@@ -108,7 +108,7 @@ def main() -> int:
     cli = cold_start([exe, "validate", "configs/higgs_tts.yaml"], args.repeats * 2)
     print()
     print("cold start (median of %d)" % (args.repeats * 2))
-    print(f"{"command":<56} {'ms':>8} {'ratio':>7}")
+    print(f"{'command':<56} {'ms':>8} {'ratio':>7}")
     label = 'python -c "import pydantic, yaml"'
     print(f"{label:<56} {baseline * 1e3:>8.1f} {'1.00':>7}")
     print(f"{'omni-compile validate configs/higgs_tts.yaml':<56} {cli * 1e3:>8.1f} {cli / baseline:>7.2f}")
@@ -120,7 +120,7 @@ def main() -> int:
         model_i = instructions([sys.executable, "-c", "from pydantic import BaseModel; import yaml"])
         print()
         print("cold start, instructions executed (valgrind callgrind; load-independent)")
-        print(f"{"command":<56} {'M instr':>8} {'ratio':>7}")
+        print(f"{'command':<56} {'M instr':>8} {'ratio':>7}")
         print(f"{label:<56} {base_i / 1e6:>8.0f} {'1.00':>7}")
         model_label = "python -c 'from pydantic import BaseModel; import yaml'"
         print(f"{model_label:<56} {model_i / 1e6:>8.0f} {model_i / base_i:>7.2f}")
