@@ -99,8 +99,8 @@ def check_contract(config: PipelineConfig, edges: tuple[CompiledEdge, ...], proc
             issues.append(ConfigIssue(label, f"the process-local contract names an edge that does not exist (edges from {entry.src}: {listing})",
                                       "correct src/dst to an edge built from next, stream_to or wait_for, or remove the entry", value=f"{entry.src} -> {entry.dst}"))
             continue
-        if not edge.cross_process:
-            continue
+        if not edge.cross_process or entry.src not in groups or entry.dst not in groups:
+            continue  # not split, or a stage left without a process by an error grouping already reported
         src_groups, dst_groups = groups[entry.src], groups[entry.dst]
         where = f"{entry.src} runs in {_describe(src_groups)} and {entry.dst} in {_describe(dst_groups)}"
         rule = f"the edge {entry.src} -> {entry.dst} must stay inside one OS process ({entry.reason}), but {where}"
