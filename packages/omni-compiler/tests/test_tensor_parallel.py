@@ -143,3 +143,13 @@ def test_tp_with_a_stage_of_the_same_process_on_the_same_gpu_needs_fractions():
     error = topology_error(pipeline(stages))
     assert sorted(paths(error)) == ["stages.a.runtime.resources.total_gpu_memory_fraction", "stages.b.runtime.resources.total_gpu_memory_fraction"]
     assert "GPU 0 is shared by OS processes p, p_tp0" in error.issues[0].rule
+
+
+def test_colliding_tp_stages_with_a_contract_edge_are_reported_not_crashed():
+    """Regression (found by hypothesis): the second TP stage has no rank process; the contract check must not crash."""
+    stages = chain("a", "b")
+    for s in stages:
+        s.update(process="p", tp_size=2)
+    data = pipeline(stages, process_local_edges=[{"src": "a", "dst": "b", "reason": "shared state"}])
+    error = topology_error(data)
+    assert paths(error) == ["stages.b.process"]
