@@ -328,14 +328,27 @@ class Probe:
         self.stage_name = stage_name
         self._with_ctx = _takes_ctx(inner.process)
 
-    def process(self, payload: Any, ctx: Any) -> Any:
+    def record(self, payload: Any) -> None:
+        import os
+
         record_payload(self.directory, f"{self.stage_name}-received", payload.data)
+        (self.directory / f"{self.stage_name}-received.pid").write_text(str(os.getpid()))
+
+    def process(self, payload: Any, ctx: Any) -> Any:
+        self.record(payload)
         return self.inner.process(payload, ctx) if self._with_ctx else self.inner.process(payload)
+
+
+class ConsumingProbe(Probe):
+    """A probe around a stage that can also consume a stream: the stream passes through untouched."""
+
+    def consume(self, chunks: Any, ctx: Any) -> Any:
+        return self.inner.consume(chunks, ctx)
 
 
 class AsyncProbe(Probe):
     async def process(self, payload: Any, ctx: Any) -> Any:  # type: ignore[override]
-        record_payload(self.directory, f"{self.stage_name}-received", payload.data)
+        self.record(payload)
         return await (self.inner.process(payload, ctx) if self._with_ctx else self.inner.process(payload))
 
 
@@ -358,9 +371,14 @@ def build_probe(
     named = inspect.signature(factory).parameters
     kwargs = {**{k: v for k, v in extras.items() if k in named}, **(inner_args or {})}
     stage = factory(**kwargs)
-    if not hasattr(stage, "process") or hasattr(stage, "consume"):
+    if not hasattr(stage, "process"):
         raise TypeError(f"the probe wraps stages with process(); {inner} returned {type(stage).__name__}")
-    cls = AsyncProbe if inspect.iscoroutinefunction(stage.process) else Probe
+    if inspect.iscoroutinefunction(stage.process):
+        if hasattr(stage, "consume"):
+            raise TypeError(f"the probe does not wrap async stages that also consume streams ({inner})")
+        cls: type[Probe] = AsyncProbe
+    else:
+        cls = ConsumingProbe if hasattr(stage, "consume") and not inspect.iscoroutinefunction(stage.consume) else Probe
     return cls(stage, Path(record_dir), stage_name)
 
 
