@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from omni_runtime import StageContext, StagePayload
+from omni_runtime import RequestCancelled, StageContext, StagePayload
 
 
 def _touch(data: dict[str, Any], name: str) -> None:
@@ -181,7 +181,11 @@ class StreamSource:
             if ctx.cancelled:
                 _touch(data, "producer-cancelled")
                 return payload
-            ctx.emit({"seq": i, "values": torch.full((4,), float(i)), "marker_dir": data["marker_dir"]})
+            try:
+                ctx.emit({"seq": i, "values": torch.full((4,), float(i)), "marker_dir": data["marker_dir"]})
+            except RequestCancelled:
+                _touch(data, "producer-cancelled")  # emit raises once the request is cancelled
+                raise
             if i == 0 and not data.get("forever"):
                 saw_consumer = _wait_file(pathlib.Path(data["marker_dir"], "consumer-got-0"), 20.0)
             if data.get("forever"):

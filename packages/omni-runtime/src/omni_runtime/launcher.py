@@ -28,12 +28,9 @@ STOPPED = "stopped"
 class WorkerProcess:
     name: str
     process: multiprocessing.process.BaseProcess
+    pid: int | None = None
     state: str = STARTING
     exited: asyncio.Future[int] = field(default=None)  # type: ignore[assignment]
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid
 
 
 def describe_exit(code: int | None) -> str:
@@ -69,14 +66,16 @@ class Launcher:
                 daemon=False,
             )
             proc.start()
-            wp = WorkerProcess(inst.name, proc, exited=self._loop.create_future())
+            wp = WorkerProcess(inst.name, proc, pid=proc.pid, exited=self._loop.create_future())
             self.workers[inst.name] = wp
             self._loop.add_reader(proc.sentinel, self._reap, wp)
 
     def _reap(self, wp: WorkerProcess) -> None:
         assert self._loop is not None
         self._loop.remove_reader(wp.process.sentinel)
-        wp.process.join(timeout=0)
+        # The sentinel closes while the kernel is still tearing the process down;
+        # wait (briefly) for it to become reapable so no zombie is left behind.
+        wp.process.join(timeout=2.0)
         if not wp.exited.done():
             wp.exited.set_result(wp.process.exitcode if wp.process.exitcode is not None else -9)
         self.on_exit(wp)

@@ -184,6 +184,8 @@ class Runtime:
                     reason=f"not ready after startup_timeout={self.startup_timeout:g} s (raise startup_timeout if loading is slow)",
                 ) from None
         except BaseException:
+            if not self._startup.done():
+                self._startup.cancel()
             await self._teardown(kill=True)
             raise
         for inst in self.topology.instances:

@@ -37,3 +37,23 @@ def main_topology() -> CompiledTopology:
             {"name": "inj_kwargs", "factory": f"{S}:build_inj_kwargs", "factory_args": {"extra": 1}, "process": "front", "gpu": 0, "terminal": True},
         ]
     )
+
+
+R = "runtime_stages.replica"
+
+
+def replica_topology() -> CompiledTopology:
+    """``front`` -> ``rep_a`` -> ``rep_b``; rep_a and rep_b share process ``rep``, replicated twice."""
+    return topology(
+        [
+            {"name": "entry", "factory": f"{R}:build_record", "process": "front", "next": "rep_a"},
+            {"name": "rep_a", "factory": f"{R}:build_record", "process": "rep", "next": "rep_b"},
+            {"name": "rep_b", "factory": f"{R}:build_record", "process": "rep", "terminal": True},
+        ],
+        processes={"rep": {"num_replicas": 2}},
+    )
+
+
+def single_topology(factory: str, **stage: Any) -> CompiledTopology:
+    """One stage in one process (startup tests)."""
+    return topology([{"name": "only", "factory": factory, "process": "solo", "terminal": True, **stage}])

@@ -1,0 +1,80 @@
+"""Fixtures for runtime tests: a background event loop, shared runtimes, leak checks.
+
+Spawned workers import the test stage factories from ``<repo>/tests/runtime_stages``;
+``spawn`` children inherit ``sys.path``, so putting ``<repo>/tests`` on it here is enough
+(a separately started parent process gets it through PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from omni_runtime import Runtime
+from omni_runtime.transport.leakcheck import LeakCheck
+
+STAGES_ROOT = str(Path(__file__).resolve().parents[4] / "tests")
+if STAGES_ROOT not in sys.path:
+    sys.path.insert(0, STAGES_ROOT)
+
+from .topologies import main_topology  # noqa: E402
+
+
+class LoopThread:
+    """An event loop on a daemon thread that lives for the whole session.
+
+    Runtimes are started from it, so the workers' parent-death signal (tied
+    to the spawning thread) stays armed for as long as the runtime runs.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="test-loop", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Any, timeout: float = 90.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+@pytest.fixture(scope="session")
+def loop_thread() -> Iterator[LoopThread]:
+    lt = LoopThread()
+    yield lt
+    lt.close()
+
+
+@pytest.fixture(autouse=True)
+def no_leaks() -> Iterator[LeakCheck]:
+    """Every test: no new /dev/shm segment and no new child process afterwards."""
+    check = LeakCheck.start()
+    yield check
+    check.assert_clean(wait=15.0)
+
+
+def start_runtime(loop_thread: LoopThread, topology: Any, **kwargs: Any) -> Runtime:
+    kwargs.setdefault("device", "cpu")
+    kwargs.setdefault("log", lambda _msg: None)
+    rt = Runtime(topology, **kwargs)
+    loop_thread.run(rt.start(), timeout=180)
+    return rt
+
+
+@pytest.fixture(scope="session")
+def main_rt(loop_thread: LoopThread) -> Iterator[Runtime]:
+    """The two-process ``front``/``back`` runtime shared by the tests that leave it healthy."""
+    check = LeakCheck.start()
+    rt = start_runtime(loop_thread, main_topology())
+    yield rt
+    loop_thread.run(rt.shutdown(grace=5.0))
+    check.assert_clean(wait=15.0)
+    assert not Path(rt.run.path).exists()

@@ -1,0 +1,23 @@
+"""Factories that fail at startup, for the launcher's error-path tests."""
+
+from __future__ import annotations
+
+import time
+
+from omni_runtime import StagePayload
+
+
+def build_ok():
+    def ok(payload: StagePayload) -> StagePayload:
+        return payload
+
+    return ok
+
+
+def build_fails(path: str = "/nonexistent/weights"):
+    raise RuntimeError(f"cannot load weights from {path}")
+
+
+def build_hangs(seconds: float = 120.0):
+    time.sleep(seconds)
+    return build_ok()
