@@ -177,7 +177,7 @@ def _frame_len(f: Any) -> int:
         return len(f)
     if isinstance(f, memoryview):
         return f.nbytes
-    return len(f.buffer) if hasattr(f, "buffer") else memoryview(f).nbytes
+    return memoryview(f).nbytes
 
 
 def _to_message(frames: list[Any], codec: Codec) -> Message:
@@ -273,9 +273,12 @@ class Inbox(_Base):
         is released); the inbox stays usable.
         """
         self._check()
-        if timeout is not None and not self._sock.poll(_ms(timeout), zmq.POLLIN):
-            return None
-        frames = self._sock.recv_multipart(copy=False)
+        try:
+            frames = self._sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            if timeout is not None and not self._sock.poll(_ms(timeout), zmq.POLLIN):
+                return None
+            frames = self._sock.recv_multipart(copy=False)
         return _to_message(frames, self.codec)
 
 
@@ -315,13 +318,17 @@ class Outbox(_Base):
             frames = [env_frame, *encoded.frames]
             with self._lock:
                 self._check()
-                if timeout is not None and not self._sock.poll(_ms(timeout), zmq.POLLOUT):
-                    raise ChannelTimeoutError(
-                        f"could not send to {self.address} within {timeout}s: the peer is not "
-                        "connected or not reading (dead, stuck, or its queue is full)"
-                    )
                 try:
-                    self._sock.send_multipart(frames, flags=zmq.NOBLOCK if timeout is not None else 0, copy=False)
+                    try:
+                        # Common case first: room in the queue, no poll syscall.
+                        self._sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        if timeout is not None and not self._sock.poll(_ms(timeout), zmq.POLLOUT):
+                            raise ChannelTimeoutError(
+                                f"could not send to {self.address} within {timeout}s: the peer is not "
+                                "connected or not reading (dead, stuck, or its queue is full)"
+                            ) from None
+                        self._sock.send_multipart(frames, flags=zmq.NOBLOCK if timeout is not None else 0, copy=False)
                 except zmq.Again:
                     raise ChannelTimeoutError(f"could not send to {self.address}: queue full") from None
                 except zmq.ZMQError as exc:
@@ -397,12 +404,12 @@ class AsyncOutbox(_Base):
             frames = [encode_envelope(header, len(encoded.leases)), *encoded.frames]
             async with self._lock:
                 self._check()
-                if timeout is not None and not await self._sock.poll(_ms(timeout), zmq.POLLOUT):
-                    raise ChannelTimeoutError(
-                        f"could not send to {self.address} within {timeout}s: the peer is not "
-                        "connected or not reading (dead, stuck, or its queue is full)"
-                    )
                 try:
+                    if timeout is not None and not await self._sock.poll(_ms(timeout), zmq.POLLOUT):
+                        raise ChannelTimeoutError(
+                            f"could not send to {self.address} within {timeout}s: the peer is not "
+                            "connected or not reading (dead, stuck, or its queue is full)"
+                        )
                     await self._sock.send_multipart(frames, flags=zmq.NOBLOCK if timeout is not None else 0, copy=False)
                 except zmq.Again:
                     raise ChannelTimeoutError(f"could not send to {self.address}: queue full") from None

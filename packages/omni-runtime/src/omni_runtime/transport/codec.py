@@ -366,17 +366,18 @@ class Codec:
             )
         if x.layout != torch.strided:
             raise CodecError(f"{_path_str(path)}: {x.layout} tensors are not supported; call .to_dense() first")
-        if x.device.type == "meta":
+        if x.is_meta:
             raise CodecError(f"{_path_str(path)}: meta tensors have no data to send")
-        if len(x.shape) > self.limits.max_ndim:
+        if x.dim() > self.limits.max_ndim:
             raise CodecError(f"{_path_str(path)}: tensor has {x.dim()} dims, over the limit of {self.limits.max_ndim}")
-        x = x.detach()
+        if x.requires_grad:
+            x = x.detach()
         if x.is_conj():
             x = x.resolve_conj()
         if x.is_neg():
             x = x.resolve_neg()
         shape = list(x.shape)
-        nbytes = x.numel() * x.element_size()
+        nbytes = x.nbytes
         if self.pool is not None and nbytes >= self.shm_threshold and nbytes > 0:
             lease = self.pool.acquire(nbytes, timeout=timeout)
             st.leases.append(lease)
@@ -388,7 +389,7 @@ class Codec:
             st.refs.append([lease.ref.name, lease.ref.gen, lease.ref.nbytes])
             return msgspec.msgpack.Ext(_EXT_TENSOR, _tensor_ext_payload(name, shape, _WHERE_SHM, len(st.refs) - 1))
         self._check_buffer(nbytes, st, path)
-        if x.device.type != "cpu":
+        if not x.is_cpu:
             x = x.cpu()
         if not x.is_contiguous():
             x = x.contiguous()
@@ -458,8 +459,7 @@ class Codec:
         views = []
         for f in frames:
             try:
-                # zmq.Frame exposes its memory as .buffer (no import of zmq here).
-                mv = memoryview(f) if isinstance(f, (bytes, bytearray, memoryview)) else f.buffer if hasattr(f, "buffer") else memoryview(f)
+                mv = memoryview(f)  # bytes, memoryview, zmq.Frame all export buffers
             except TypeError:
                 raise CodecError(f"malformed message: frame of type {type(f).__name__} is not a buffer") from None
             if mv.ndim != 1 or mv.itemsize != 1:
@@ -541,8 +541,9 @@ class Codec:
             if nbytes == 0:
                 return torch.empty(ref.shape, dtype=ref.dtype)
             if buf.readonly:
-                buf = memoryview(bytearray(buf))  # never hand out a tensor over immutable memory
-            flat = torch.frombuffer(buf, dtype=torch.uint8)
+                buf = bytearray(buf)  # never hand out a tensor over immutable memory
+            flat = torch.frombuffer(buf, dtype=ref.dtype)
+            return flat if len(ref.shape) == 1 else flat.view(ref.shape)
         else:
             if ref.index >= len(refs) or ref.index in used_refs:
                 raise CodecError(f"malformed message: shared-memory reference {ref.index} is out of range or reused")
@@ -555,15 +556,27 @@ class Codec:
             flat = self._get_reader().read(shm_ref, copy=shm_copy)
             if nbytes == 0:
                 return torch.empty(ref.shape, dtype=ref.dtype)
-        return flat.view(ref.dtype).view(ref.shape)
+            return flat.view(ref.dtype).view(ref.shape)
 
 
-def _tensor_bytes(x: torch.Tensor) -> memoryview:
+def _tensor_bytes(x: torch.Tensor) -> memoryview | bytes:
     """Zero-copy byte view of a contiguous CPU tensor (keeps it alive)."""
-    flat = x.reshape(-1)
-    if flat.numel() == 0:
-        return memoryview(b"")
-    return memoryview(flat.view(torch.uint8).numpy())
+    if x.numel() == 0:
+        return b""
+    if x.dim() != 1:
+        x = x.reshape(-1)
+    if x.dtype in _NUMPY_DTYPES:
+        return memoryview(x.numpy())  # cheaper than a torch uint8 view
+    return memoryview(x.view(torch.uint8).numpy())
+
+
+# dtypes numpy can wrap directly (others, e.g. bfloat16, go through a uint8 view).
+_NUMPY_DTYPES = frozenset(
+    getattr(torch, n)
+    for n in ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
+              "float16", "float32", "float64", "complex64", "complex128")
+    if hasattr(torch, n)
+)
 
 
 _default = Codec()
@@ -608,7 +621,10 @@ def encode_envelope(header: dict[str, Any], shm_count: int = 0) -> bytes:
 
 def decode_envelope(frame: Any, *, max_bytes: int = 1 << 20) -> tuple[dict[str, Any], int]:
     """Decode an envelope frame into ``(header, shm_count)``; :class:`CodecError` if malformed."""
-    mv = memoryview(frame) if isinstance(frame, (bytes, bytearray, memoryview)) else frame.buffer
+    try:
+        mv = memoryview(frame)
+    except TypeError:
+        raise CodecError(f"malformed message header: frame of type {type(frame).__name__} is not a buffer") from None
     if mv.nbytes > max_bytes:
         raise CodecError(f"message header of {mv.nbytes} bytes exceeds the {max_bytes}-byte limit")
     try:
