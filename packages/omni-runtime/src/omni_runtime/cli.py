@@ -166,12 +166,9 @@ def _bench_missing(args: argparse.Namespace) -> int:
 
 def _cmd_topology(args: argparse.Namespace) -> int:
     pipeline = load_pipeline(args)
-    if args.format == "json":
-        print(pipeline.topology.to_json())
-    else:
-        from omni_compiler import render
+    from omni_compiler import render
 
-        print(render.text(pipeline.topology))
+    print(render.to_json(pipeline.topology) if args.format == "json" else render.text(pipeline.topology))
     return 0
 
 

@@ -62,12 +62,19 @@ class SineVocoder:
         self.chunk = max(1, int(sample_rate * chunk_seconds))
 
     async def process(self, payload: StagePayload, ctx) -> StagePayload:
+        marker = Path(payload.data["marker_dir"]) / payload.request_id if payload.data.get("marker_dir") else None
+        try:
+            return await self._synthesize(payload, ctx, marker)
+        except asyncio.CancelledError:  # the runtime cancels an async stage's task on abort
+            _touch(marker, "cancelled")
+            raise
+
+    async def _synthesize(self, payload: StagePayload, ctx, marker: Path | None) -> StagePayload:
         data = payload.data
         text = data["text"]
         if "FAIL_VOCODER" in text:
             raise RuntimeError("vocoder exploded on purpose")
         freq, total = plan(text, data.get("voice"), float(data.get("speed", 1.0)), self.sample_rate)
-        marker = Path(data["marker_dir"]) / f"{payload.request_id}" if data.get("marker_dir") else None
         if data.get("return_whole"):
             return StagePayload(payload.request_id, {"audio": tone(freq, 0, total, self.sample_rate), "sample_rate": self.sample_rate})
         for index, start in enumerate(range(0, total, self.chunk)):
