@@ -111,7 +111,8 @@ def _lint_pipeline(run: _Run, folder: ModelFolder, pipeline_file: Path) -> None:
     except PipelineLoadFailed as failure:
         run.findings.extend(failure.findings)
         return
-    project, analyzer = run.project(folder.import_root)
+    root = _pipeline_root(folder, [stage.factory for stage in view.stages])
+    project, analyzer = run.project(root)
     label = run.display(pipeline_file)
     stages: dict[str, StageAnalysis] = {}
     for stage in view.stages:
@@ -132,7 +133,7 @@ def _lint_pipeline(run: _Run, folder: ModelFolder, pipeline_file: Path) -> None:
                 run.findings.append(Finding(str(pipeline_file.resolve()), stage.line, stage.col, "OL003", f"stage {stage.name}: {what} {target!r} does not resolve: {reason}; fix the dotted path ('pkg.module:function')", Severity.ERROR))
                 continue
             starts.append(sym)
-        cache_key = (folder.import_root, tuple(starts))
+        cache_key = (root, tuple(starts))
         if cache_key not in run.uses_cache:
             run.uses_cache[cache_key] = stage_uses(analyzer, starts)
         stages[stage.name] = StageAnalysis(stage.name, run.uses_cache[cache_key], complete and not project.broken)
@@ -141,6 +142,17 @@ def _lint_pipeline(run: _Run, folder: ModelFolder, pipeline_file: Path) -> None:
         return f"{run.display(path)}:{line}"
 
     run.findings.extend(check_pipeline(view, stages, project.state, where, label))
+
+
+def _pipeline_root(folder: ModelFolder, factories: list[str]) -> Path:
+    """The import root, or (for namespace packages without ``__init__.py``) the nearest folder
+    above the model folder that holds the factories' top-level package."""
+    tops = {factory.replace(":", ".").split(".")[0] for factory in factories}
+    candidates = [folder.import_root, *folder.path.parents][:8]
+    for candidate in candidates:
+        if any((candidate / top).is_dir() or (candidate / f"{top}.py").is_file() for top in tops):
+            return candidate
+    return folder.import_root
 
 
 def _finalise(run: _Run) -> tuple[list[Finding], int]:

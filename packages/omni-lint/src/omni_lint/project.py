@@ -16,6 +16,26 @@ import libcst as cst
 
 from .scan import ClassInfo, ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateDef, StateKey, dotted_name, scan_module
 from .source import SourceCache
+from .walk import walk
+
+
+class _SelfAssigns:
+    """Collects ``X`` of ``self.X = ...`` targets in one method body."""
+
+    def __init__(self, self_name: str, names: set[str]):
+        self.self_name = self_name
+        self.names = names
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        kind = type(node)
+        if kind is cst.AssignTarget or kind is cst.AnnAssign or kind is cst.AugAssign:
+            target = node.target  # type: ignore[attr-defined]
+            if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == self.self_name:
+                self.names.add(target.attr.value)
+        return kind is not cst.FunctionDef and kind is not cst.ClassDef or kind is cst.IndentedBlock
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -85,6 +105,7 @@ class Project:
         self._modules: dict[str, ModuleInfo | None] = {}
         self._resolved_candidates: set[str] = set()
         self._mro: dict[ClassKey, list[ClassKey]] = {}
+        self._instance_attrs: dict[ClassKey, frozenset[str]] = {}
         #: modules that failed to parse: name -> parsed file (reported as OL900)
         self.broken: dict[str, Path] = {}
 
@@ -208,6 +229,8 @@ class Project:
             return self.class_member(sym.cls, attr)
         if isinstance(sym, InstanceSym):
             found = self.class_member(sym.cls, attr)
+            if isinstance(found, StateSym) and attr in self.instance_attributes(sym.cls):
+                found = None  # ``self.items = []`` in a method shadows the class-level default
             return found if found is not None else SelfAttrSym(SelfKey(sym.cls, attr))
         if isinstance(sym, SuperSym):
             mro = self.mro(sym.cls)
@@ -227,6 +250,25 @@ class Project:
             if attr in klass.class_states:
                 return StateSym(klass.class_states[attr])
         return None
+
+    def instance_attributes(self, cls: ClassKey) -> frozenset[str]:
+        """Attributes some method of ``cls`` (or a base) assigns on ``self``."""
+        cached = self._instance_attrs.get(cls)
+        if cached is not None:
+            return cached
+        names: set[str] = set()
+        for cls_key in self.mro(cls):
+            klass = self.klass(cls_key)
+            if klass is None:
+                continue
+            for method in klass.methods.values():
+                func = self.function(method)
+                params = func.node.params.posonly_params or func.node.params.params if func else ()
+                if func is None or not params or func.kind != "method":
+                    continue
+                walk(func.node.body, _SelfAssigns(params[0].name.value, names))
+        self._instance_attrs[cls] = frozenset(names)
+        return self._instance_attrs[cls]
 
     def resolve_expr_at_module(self, info: ModuleInfo, expr: cst.BaseExpression) -> Sym | None:
         name = dotted_name(expr)
