@@ -194,6 +194,18 @@ HANDOFFS = {
                 return lambda p: Voices.table.get("a")
         """,
     },
+    "star import of a state module": {
+        "m/shared.py": "__all__ = ['TABLE']\nTABLE = {}\n",
+        "m/stages.py": """
+            from .shared import *
+            def build_preprocessing():
+                def process(p):
+                    TABLE[p.request_id] = p
+                return process
+            def build_tts_engine():
+                return lambda p: TABLE.get(p.request_id)
+        """,
+    },
     "factory given as pkg.mod.fn and a class factory": {
         "m/stages.py": """
             _BUF = []
@@ -260,6 +272,25 @@ NOT_HANDOFFS = {
             return lambda p: p
         def build_tts_engine():
             return lambda p: _S.get("x")
+    """,
+    "a class named only in an annotation is not instantiated": """
+        _S = {}
+        class Publisher:
+            def publish(self, key):
+                _S[key] = 1
+            def peek(self, key):
+                return _S[key]
+        def build_preprocessing():
+            pub = Publisher()
+            def process(p):
+                pub.publish(p.request_id)
+                return pub.peek(p.request_id)
+            return process
+        def build_tts_engine():
+            def process(p):
+                holder: Publisher | None = None
+                return holder
+            return process
     """,
     "state written and read by the same stage": """
         _S = {}

@@ -247,7 +247,8 @@ class Analyzer:
 
 
 _SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
-_DEF_TYPES = frozenset({cst.FunctionDef, cst.ClassDef})
+#: subtrees that never run code in the function: nested scopes (followed on their own) and annotations
+_SKIP_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Annotation})
 
 
 class _Returns:
@@ -289,7 +290,7 @@ class _Walker:
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         kind = type(node)
-        nested = kind in _DEF_TYPES and bool(self.stack)
+        nested = kind in _SKIP_TYPES and bool(self.stack)
         self.stack.append(node)
         if nested:
             return False

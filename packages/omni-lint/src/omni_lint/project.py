@@ -32,7 +32,7 @@ class _SelfAssigns:
             target = node.target  # type: ignore[attr-defined]
             if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == self.self_name:
                 self.names.add(target.attr.value)
-        return kind is not cst.FunctionDef and kind is not cst.ClassDef or kind is cst.IndentedBlock
+        return kind is not cst.FunctionDef and kind is not cst.ClassDef
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         pass
@@ -203,6 +203,10 @@ class Project:
             binding = info.imports.get(attr)
             if binding is not None:
                 return self.resolve_import(binding, seen)
+            for star in info.star_imports:
+                found = self.module_member(star, attr, seen) if self.is_module(star) else None
+                if found is not None and not isinstance(found, ModuleSym):
+                    return found
         if self.is_module(submodule):
             return ModuleSym(submodule)
         return None

@@ -149,6 +149,8 @@ class ModuleInfo:
     candidates: dict[str, Candidate] = field(default_factory=dict)
     #: module-level names assigned at top level (a later plain rebinding hides an earlier state)
     assigned: set[str] = field(default_factory=set)
+    #: modules whose names ``from X import *`` brings in
+    star_imports: list[str] = field(default_factory=list)
 
     @property
     def package(self) -> str:
@@ -404,6 +406,10 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
         elif isinstance(statement, (cst.Import, cst.ImportFrom)):
             for bound, binding in import_bindings(info, statement):
                 info.imports[bound] = binding
+            if isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar):
+                level = len(statement.relative)
+                target = dotted_name(statement.module) if statement.module is not None else None
+                info.star_imports.append(resolve_relative(info, level, target) if level else (target or ""))
         else:
             for target_name, value, target in _assign_pairs(statement):
                 info.assigned.add(target_name)
