@@ -21,3 +21,15 @@ def build_fails(path: str = "/nonexistent/weights"):
 def build_hangs(seconds: float = 120.0):
     time.sleep(seconds)
     return build_ok()
+
+
+class BlocksLoop:
+    """An async stage that (wrongly) blocks its event loop: only SIGKILL stops its process."""
+
+    async def process(self, payload: StagePayload, ctx) -> StagePayload:
+        time.sleep(payload.data.get("seconds", 120.0))
+        return payload
+
+
+def build_blocks_loop() -> BlocksLoop:
+    return BlocksLoop()
