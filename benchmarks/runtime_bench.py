@@ -3,8 +3,9 @@
 Prints one table; every ratio is measured in this run, on this machine.
 
 (a) cross-process tensor throughput, 1 KiB .. 256 MiB, against an in-process
-    ``torch.clone`` baseline (rows from ``runtime_bench_transport.transport_rows``;
-    target: >= 50% of the baseline bandwidth from 16 MiB up).
+    ``torch.clone`` baseline (rows from ``runtime_bench_transport.transport_rows``:
+    ``copy`` = the receiver copies out of shared memory, ``view`` = zero-copy view;
+    target: copy >= 50% of the baseline bandwidth from 16 MiB up).
 (b) per-hop latency of a 4-stage no-op pipeline, grouped in one process vs
     split into four, p50 and p99 per hop (target: cross-process hop < 250 us p50).
     Each stage stamps ``time.monotonic_ns()`` (CLOCK_MONOTONIC is one clock for
@@ -34,6 +35,9 @@ HERE = Path(__file__).resolve().parent
 STAGES = ("s1", "s2", "s3", "s4")
 HOP_TARGET_US = 250.0
 THROUGHPUT_TARGET = 3.0
+HOPS = ("submit->s1", "s1->s2", "s2->s3", "s3->s4", "s4->result")
+INTER_STAGE_HOPS = frozenset(HOPS[1:-1])
+"""Stage-to-stage handoffs: the ones that cross a process boundary when split (the target applies to them)."""
 
 
 # -- the no-op stage (imported by the spawned workers as runtime_bench:build_noop) --
@@ -137,11 +141,10 @@ async def measure_omni(grouped: bool, hop_requests: int, load_requests: int, con
 
         for _ in range(max(50, hop_requests // 10)):  # warm-up: sockets, code paths, allocators
             await one()
-        names = ["submit->s1", "s1->s2", "s2->s3", "s3->s4", "s4->result"]
-        hops: dict[str, list[float]] = {name: [] for name in names}
+        hops: dict[str, list[float]] = {name: [] for name in HOPS}
         for _ in range(hop_requests):
             stamps = (await one())["t"]
-            for name, a, b in zip(names, stamps, stamps[1:]):
+            for name, a, b in zip(HOPS, stamps, stamps[1:]):
                 hops[name].append((b - a) / 1e3)
         loads = {c: await closed_loop(one, c, load_requests) for c in concurrencies}
         return OmniResult(hops, loads)
@@ -201,18 +204,25 @@ def measure_ray(load_requests: int, concurrencies: tuple[int, ...]) -> dict[int,
 # -- (a) -----------------------------------------------------------------------------
 
 
-def transport_section() -> tuple[list[list[str]], str | None]:
+def transport_section(trials: int) -> tuple[list[list[str]], str | None]:
+    """Rows of (a) from ``runtime_bench_transport.transport_rows`` (helper module beside this file)."""
     sys.path.insert(0, str(HERE))
     try:
-        from runtime_bench_transport import transport_rows
+        import runtime_bench_transport as transport
     except ImportError as exc:
         return [], f"(a) skipped: benchmarks/runtime_bench_transport.py is not importable ({exc})"
     rows = []
-    for row in transport_rows():
-        if isinstance(row, dict):
-            rows.append(["(a) transport", *(str(v) for v in row.values())])
-        else:
-            rows.append(["(a) transport", *(str(v) for v in row)])
+    for row in transport.transport_rows(trials=trials):
+        size = row["size"]
+        label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+        in_target = size >= transport.TARGET_FROM
+        for mode in ("copy", "view"):
+            ratio = row[f"{mode}_ratio"]
+            verdict = ("PASS" if ratio >= transport.TARGET_RATIO else "MISS") if in_target and mode == "copy" else ""
+            target = f">= {transport.TARGET_RATIO:g}x from {transport.TARGET_FROM >> 20} MiB" if in_target and mode == "copy" else ""
+            rows.append(
+                ["(a) tensor throughput", f"{label} {mode}", f"{row[f'{mode}_gbs']:.3g} GB/s", f"clone {row['clone_gbs']:.3g} GB/s", f"{ratio:.2f}x", target, verdict]
+            )
     return rows, None
 
 
@@ -236,7 +246,7 @@ def hop_rows(grouped: OmniResult, split: OmniResult) -> list[list[str]]:
     for hop in grouped.hops_us:
         g, s = grouped.hops_us[hop], split.hops_us[hop]
         g50, s50, g99, s99 = pct(g, 0.5), pct(s, 0.5), pct(g, 0.99), pct(s, 0.99)
-        inter = hop.startswith("s") and "->s" in hop
+        inter = hop in INTER_STAGE_HOPS
         verdict = ("PASS" if s50 < HOP_TARGET_US else "MISS") if inter else ""
         rows.append(["(b) hop latency", f"{hop} p50", us(s50), us(g50), f"{s50 / g50:.1f}x", f"split < {HOP_TARGET_US:.0f} us" if inter else "", verdict])
         rows.append(["(b) hop latency", f"{hop} p99", us(s99), us(g99), f"{s99 / g99:.1f}x", "", ""])
@@ -259,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2000, help="sequential requests for the hop latencies (default: %(default)s)")
     parser.add_argument("--load-requests", type=int, default=3000, help="requests per throughput point (default: %(default)s)")
     parser.add_argument("--skip-transport", action="store_true", help="leave out (a)")
+    parser.add_argument("--transport-trials", type=int, default=3, help="best-of rounds per size in (a) (default: %(default)s)")
     parser.add_argument("--skip-ray", action="store_true", help="leave out the Ray Serve half of (c)")
     args = parser.parse_args(argv)
     concurrencies = (1, 64)
@@ -266,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[list[str]] = []
 
     if not args.skip_transport:
-        transport, note = transport_section()
+        transport, note = transport_section(args.transport_trials)
         rows += transport
         if note:
             notes.append(note)
