@@ -170,7 +170,7 @@ class Runtime:
         self._atexit = lambda: _emergency_cleanup(launcher, run)
         atexit.register(self._atexit)
         try:
-            self._plane = Plane(run, E.PARENT, self.options.shm_budget_bytes, send_timeout=self.send_timeout)
+            self._plane = Plane(run, E.PARENT, self.options.shm_budget_bytes)
             self._recv_task = self._loop.create_task(self._receive())
             launcher.spawn_all()
             try:
@@ -267,7 +267,9 @@ class Runtime:
         header = E.header(E.RUN, rid=rid, stage=self.topology.entry_stage, binding=binding, has_data=True)
         try:
             for target in self.router.targets(self.topology.entry_stage, binding):
-                await self._plane.outbox(target.instance).send(header, data)
+                # timeout=None keeps the send on pyzmq's non-blocking fast path (no poll per request);
+                # wait_for still bounds it if the worker died before its exit was noticed
+                await asyncio.wait_for(self._plane.outbox(target.instance).send(header, data, timeout=None), self.send_timeout)
         except BaseException as exc:
             self._finish(req, error=RequestFailed(f"could not admit the request: {exc}", kind="unavailable"))
             await self._broadcast_cancel(req)
