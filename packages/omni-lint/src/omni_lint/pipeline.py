@@ -127,6 +127,9 @@ def load_pipeline(path: Path, display: str) -> PipelineView:
         line, col = _yaml_error_position(exc)
         message = f"pipeline file does not load: {exc.reason}; fix: {exc.fix}"
         raise PipelineLoadFailed([Finding(display, line, col, "OL901", message, Severity.ERROR)]) from None
+    except Exception as exc:  # omni-config failing on odd input must not stop the other models
+        message = f"pipeline file does not load: omni-config raised {type(exc).__name__}: {exc}"
+        raise PipelineLoadFailed([Finding(display, 1, 1, "OL901", message, Severity.ERROR)]) from None
     return view_of(config, path, positions)
 
 
