@@ -194,6 +194,24 @@ HANDOFFS = {
                 return lambda p: Voices.table.get("a")
         """,
     },
+    "state kept on self and a bound method passed as a callback": {
+        "m/stages.py": """
+            import queue
+            _JOBS = queue.Queue()
+            def _publish_all(items, sink):
+                for item in items:
+                    sink(item)
+            class Consumer:
+                def __init__(self):
+                    self.jobs = _JOBS
+                def process(self, p):
+                    return self.jobs.get()
+            def build_preprocessing():
+                return lambda p: _publish_all([p], sink=_JOBS.put)
+            def build_tts_engine():
+                return Consumer()
+        """,
+    },
     "star import of a state module": {
         "m/shared.py": "__all__ = ['TABLE']\nTABLE = {}\n",
         "m/stages.py": """

@@ -97,6 +97,7 @@ class Analyzer:
         self._returns: dict[FuncKey, StateKey | None] = {}
         self._returns_busy: set[FuncKey] = set()
         self._effects: dict[FuncKey, frozenset[str]] = {}
+        self._self_aliases: dict[ClassKey, dict[str, StateKey]] = {}
 
     # -- scopes and names ------------------------------------------------------
 
@@ -219,6 +220,27 @@ class Analyzer:
         self._facts[key] = result
         return result
 
+    def self_alias(self, key: SelfKey) -> StateKey | None:
+        """The module state ``self.<attr>`` was set to in some method (``self.queue = _QUEUE``)."""
+        aliases = self._self_aliases.get(key.cls)
+        if aliases is None:
+            aliases = self._self_aliases[key.cls] = {}
+            for cls_key in self.project.mro(key.cls):
+                klass = self.project.klass(cls_key)
+                if klass is None:
+                    continue
+                for method in klass.methods.values():
+                    scope = self.scope(method)
+                    if scope is None or scope.self_name is None or scope.func.kind != "method":
+                        continue
+                    collector = _SelfAssignValues(scope.self_name)
+                    walk(scope.func.node.body, collector)
+                    for attr, value in collector.pairs:
+                        sym = self.resolve_value(scope, value)
+                        if isinstance(sym, StateSym):
+                            aliases.setdefault(attr, sym.key)
+        return aliases.get(key.attr)
+
     def method_effect(self, key: FuncKey) -> frozenset[str]:
         """How calling a registry method touches its instance's own attributes."""
         if key in self._effects:
@@ -249,6 +271,30 @@ class Analyzer:
 _SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 #: subtrees that never run code in the function: nested scopes (followed on their own) and annotations
 _SKIP_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Annotation})
+
+
+class _SelfAssignValues:
+    """``(attr, value)`` of every ``self.attr = value`` in one method body."""
+
+    def __init__(self, self_name: str):
+        self.self_name = self_name
+        self.pairs: list[tuple[str, cst.BaseExpression]] = []
+        self._depth = 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        nested = self._depth > 0 and type(node) in _SCOPE_TYPES
+        self._depth += 1
+        if nested:
+            return False
+        if type(node) is cst.Assign:
+            for target in node.targets:  # type: ignore[attr-defined]
+                t = target.target
+                if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == self.self_name:
+                    self.pairs.append((t.attr.value, node.value))  # type: ignore[attr-defined]
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self._depth -= 1
 
 
 class _Returns:
@@ -363,7 +409,8 @@ class _Walker:
         if isinstance(current, StateSym):
             self._state_use(current.key, index)
         elif isinstance(current, SelfAttrSym):
-            self._state_use(current.key, index)
+            aliased = self.an.self_alias(current.key)
+            self._state_use(aliased if aliased is not None else current.key, index)
         elif isinstance(current, FuncSym):
             self.reaches.add(current.key)
             parent = self._parent(index)
@@ -412,6 +459,9 @@ class _Walker:
                 kinds = ("read", "write")
             elif not attrs and self._is_alias_value(index):
                 return
+            elif len(attrs) == 1:
+                # a method passed on (``callback=_QUEUE.put``) or an attribute read: the method's effect
+                kinds = self.an.call_effect(key, attrs[0], self.reaches)
             else:
                 kinds = ("read",)
         if any(isinstance(n, cst.Return) for n in stack[:index]) and ("read" in kinds or "cache" in kinds):
@@ -458,11 +508,20 @@ class _Walker:
         return None
 
     def _is_alias_value(self, index: int) -> bool:
+        """``name = STATE`` or ``self.attr = STATE``: an alias, followed where it is used."""
         parent = self._parent(index)
         return (
             isinstance(parent, cst.Assign)
             and parent.value is self.stack[index]
-            and all(isinstance(target.target, cst.Name) for target in parent.targets)
+            and all(
+                isinstance(target.target, cst.Name)
+                or (
+                    isinstance(target.target, cst.Attribute)
+                    and isinstance(target.target.value, cst.Name)
+                    and target.target.value.value == self.scope.self_name
+                )
+                for target in parent.targets
+            )
         )
 
     def _receiver_of_write(self, index: int) -> bool:
