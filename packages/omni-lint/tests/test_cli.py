@@ -133,3 +133,16 @@ def test_console_script_in_a_real_process(tmp_path):
     assert script is not None, "the omni-lint console script is not installed next to the interpreter"
     result = subprocess.run([script, "--explain", "OL900"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.startswith("OL900 parse-error (error)")
+
+
+def test_explicit_config_file(cli, tmp_path):
+    root = _copy("context_pair", tmp_path)
+    config = tmp_path / "lint.toml"
+    config.write_text('[tool.omni-lint]\nselect = ["OL100"]\n')
+    code, out, _ = cli("--config", str(config), ".", cwd=root)
+    assert (code, out) == (0, "")
+    code, _, err = cli("--config", str(tmp_path / "missing.toml"), ".", cwd=root)
+    assert code == 2 and "missing.toml: no such file" in err
+    config.write_text("[tool.omni-lint\n")
+    code, _, err = cli("--config", str(config), ".", cwd=root)
+    assert code == 2 and "invalid TOML" in err
