@@ -337,3 +337,21 @@ def test_property_garbage_never_crashes_decoder(data):
         Codec().decode([data])
     except CodecError:
         pass
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_tensors_travel_via_cpu_and_land_on_the_receivers_device(run_dir):  # pragma: no cover - no GPU in CI
+    with ShmPool(run_dir.shm_prefix, budget_bytes=64 * (1 << 20)) as pool:
+        codec = Codec(pool=pool, shm_threshold=1 << 20)
+        value = {
+            "small": torch.randn(7, 5, device="cuda").to(torch.bfloat16),
+            "large": torch.randn(1024, 1024, device="cuda").t(),  # non-contiguous, via SHM
+        }
+        enc = codec.encode(value)
+        assert len(enc.leases) == 1
+        enc.mark_sent()
+        out = codec.decode(enc.frames, device="cuda:0")
+        for k, v in value.items():
+            assert out[k].device == torch.device("cuda:0")
+            assert raw_bytes(out[k]) == raw_bytes(v)
+        assert pool.busy_segments == 0

@@ -220,3 +220,18 @@ def test_zero_byte_and_exact_threshold_tensors(run_dir):
         enc.mark_sent()
         out = codec.decode(enc.frames)
         assert out["empty"].shape == (0, 1024) and torch.equal(out["at"], value["at"])
+
+
+def test_out_of_order_release_is_found_when_the_budget_is_full(run_dir):
+    seg = 64 * 1024 + HEADER_BYTES
+    with ShmPool(run_dir.shm_prefix, budget_bytes=20 * seg, timeout=1) as pool:
+        sent = [send(pool, torch.full((16384,), float(i))) for i in range(20)]
+        assert pool.try_acquire(64 * 1024) is None
+        # Only the newest is released: beyond the oldest-first polling window.
+        assert Codec().decode(sent[-1])[0].item() == 19.0
+        lease = pool.acquire(64 * 1024)
+        assert lease.ref.name.endswith("-19") and pool.allocated_bytes == 20 * seg
+        lease.cancel()
+        for frames in sent[:-1]:
+            Codec().discard(frames)
+        assert pool.busy_segments == 0 and len(pool.segment_names()) == 20

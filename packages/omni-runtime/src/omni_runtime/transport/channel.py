@@ -306,8 +306,9 @@ class Outbox(_Base):
         Blocks for shared-memory back-pressure and while the peer is not
         connected or its queue is full; raises :class:`ChannelTimeoutError`
         after ``timeout`` seconds (default: the outbox's ``send_timeout``;
-        ``None`` waits forever). On any failure the payload's shared memory
-        is given back.
+        ``None`` waits forever for the socket, and up to the pool's own
+        ``timeout`` for shared memory). On any failure the payload's shared
+        memory is given back.
         """
         self._check()
         timeout = self.send_timeout if timeout is ... else timeout

@@ -50,6 +50,7 @@ capacity(u64)`` followed by the data, 64-byte aligned.
 from __future__ import annotations
 
 import asyncio
+import collections
 import errno
 import fcntl
 import itertools
@@ -241,7 +242,15 @@ class ShmPool:
     ``claim_timeout`` is how long a sent reference may stay unclaimed before
     its segment is reused; free segments idle longer than ``idle_ttl`` are
     unlinked so an idle process does not pin memory.
+
+    Bookkeeping is O(1) per acquire in the steady state: free segments are
+    kept per size class (most recently used first, so the next send writes
+    into warm pages), sent ones in send order; each acquire checks the
+    oldest few sent segments for release (receivers mostly release in
+    order), so thousands of in-flight segments cost no per-send scan.
     """
+
+    _POLL_BUSY_LIMIT = 16
 
     def __init__(
         self,
@@ -264,8 +273,12 @@ class ShmPool:
         self.shm_dir = shm_dir
         self._lock = threading.Lock()
         self._segments: dict[str, _Segment] = {}
+        self._free: dict[int, list[_Segment]] = {}  # capacity -> stack (last = most recent)
+        self._sent: collections.deque[_Segment] = collections.deque()
+        self._used = 0
         self._seq = itertools.count()
         self._closed = False
+        self._last_expire = time.monotonic()
         self._finalizer = weakref.finalize(self, _destroy_all, self._segments)
 
     # -- public -----------------------------------------------------------------
@@ -274,13 +287,13 @@ class ShmPool:
     def allocated_bytes(self) -> int:
         """Bytes of all live segments (what the budget bounds)."""
         with self._lock:
-            return sum(s.footprint for s in self._segments.values())
+            return self._used
 
     @property
     def busy_segments(self) -> int:
         """Segments leased or sent and not yet released by their receiver."""
         with self._lock:
-            self._poll_sent(time.monotonic())
+            self._poll_sent(time.monotonic(), force=False, exhaustive=True)
             return sum(1 for s in self._segments.values() if s.state != "free")
 
     def segment_names(self) -> list[str]:
@@ -330,10 +343,18 @@ class ShmPool:
                 raise ShmError(f"shared-memory pool {self.prefix!r} is closed")
             now = time.monotonic()
             self._poll_sent(now)
-            self._expire_idle(now)
-            seg = self._find_free(nbytes) or self._create(nbytes)
+            if now - self._last_expire > min(1.0, self.idle_ttl):
+                self._expire_idle(now)
+                self._last_expire = now
+            seg = self._take_free(nbytes)
             if seg is None:
-                return None
+                seg = self._create(nbytes)
+                if seg is None:
+                    # Budget full: look past the oldest busy ones before giving up.
+                    self._poll_sent(now, exhaustive=True)
+                    seg = self._take_free(nbytes) or self._create(nbytes)
+                    if seg is None:
+                        return None
             seg.state = "leased"
             seg.last_used = now
             return ShmLease(self, seg, nbytes)
@@ -345,7 +366,7 @@ class ShmPool:
         is reading right now: such a segment is locked and stays busy.
         """
         with self._lock:
-            return self._poll_sent(time.monotonic(), force=True)
+            return self._poll_sent(time.monotonic(), force=True, exhaustive=True)
 
     def trim(self) -> int:
         """Unlink every free segment now; returns bytes given back."""
@@ -360,6 +381,9 @@ class ShmPool:
         """Unlink every segment of this pool. Idempotent."""
         with self._lock:
             self._closed = True
+            self._free.clear()
+            self._sent.clear()
+            self._used = 0
             _destroy_all(self._segments)
 
     def __enter__(self) -> "ShmPool":
@@ -391,58 +415,81 @@ class ShmPool:
             "views); raise budget_bytes or the timeout, or release received tensors sooner"
         )
 
-    def _poll_sent(self, now: float, *, force: bool = False) -> int:
+    def _reclaimable(self, seg: _Segment, now: float, force: bool) -> bool:
+        if not (force or seg.claimed() or now - seg.sent_at >= self.claim_timeout):
+            return False
+        try:
+            fcntl.flock(seg.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a receiver still reads or views it
+        try:
+            seg.gen += 1  # invalidates any late reference to the old contents
+            seg.write_gen()
+        finally:
+            fcntl.flock(seg.fd, fcntl.LOCK_UN)
+        return True
+
+    def _poll_sent(self, now: float, *, force: bool = False, exhaustive: bool = False) -> int:
+        """Free released sent segments, oldest first; returns how many."""
         freed = 0
-        for seg in self._segments.values():
+        busy: list[_Segment] = []
+        while self._sent and (exhaustive or len(busy) < self._POLL_BUSY_LIMIT):
+            seg = self._sent.popleft()
             if seg.state != "sent":
                 continue
-            if not (force or seg.claimed() or now - seg.sent_at >= self.claim_timeout):
-                continue
-            try:
-                fcntl.flock(seg.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # a receiver still reads or views it
-            try:
-                seg.gen += 1  # invalidates any late reference to the old contents
-                seg.write_gen()
-            finally:
-                fcntl.flock(seg.fd, fcntl.LOCK_UN)
-            seg.state = "free"
-            seg.last_used = now
-            freed += 1
+            if self._reclaimable(seg, now, force):
+                self._put_free(seg, now)
+                freed += 1
+            else:
+                busy.append(seg)
+        self._sent.extendleft(reversed(busy))
         return freed
 
+    def _put_free(self, seg: _Segment, now: float) -> None:
+        seg.state = "free"
+        seg.last_used = now
+        self._free.setdefault(seg.capacity, []).append(seg)
+
+    def _remove_free(self, seg: _Segment) -> None:
+        stack = self._free.get(seg.capacity)
+        if stack is not None and seg in stack:
+            stack.remove(seg)
+            if not stack:
+                del self._free[seg.capacity]
+
     def _expire_idle(self, now: float) -> None:
-        for seg in [s for s in self._segments.values() if s.state == "free"]:
-            if now - seg.last_used > self.idle_ttl:
+        for stack in list(self._free.values()):
+            for seg in [s for s in stack if now - s.last_used > self.idle_ttl]:
                 self._drop(seg)
 
-    def _find_free(self, nbytes: int) -> _Segment | None:
-        best = None
-        for seg in self._segments.values():
-            if seg.state == "free" and seg.capacity >= nbytes and (best is None or seg.capacity < best.capacity):
-                best = seg
-        if best is not None and best.capacity > 2 * _size_class(nbytes):
-            # Far too big: prefer a right-sized new segment if the budget allows,
-            # keeping the big one for big tensors.
-            used = sum(s.footprint for s in self._segments.values())
-            if used + _size_class(nbytes) + HEADER_BYTES <= self.budget_bytes:
+    def _take_free(self, nbytes: int) -> _Segment | None:
+        want = _size_class(nbytes)
+        stack = self._free.get(want)
+        if stack is None:
+            caps = [c for c in self._free if c >= nbytes]
+            if not caps:
                 return None
-        return best
+            cap = min(caps)
+            if cap > 2 * want and self._used + want + HEADER_BYTES <= self.budget_bytes:
+                # Far too big: create a right-sized one, keep the big one for big tensors.
+                return None
+            stack = self._free[cap]
+        seg = stack.pop()
+        if not stack:
+            del self._free[seg.capacity]
+        return seg
 
     def _create(self, nbytes: int) -> _Segment | None:
         capacity = _size_class(nbytes)
         need = capacity + HEADER_BYTES
-        used = sum(s.footprint for s in self._segments.values())
-        if used + need > self.budget_bytes:
-            free = sorted((s for s in self._segments.values() if s.state == "free"), key=lambda s: s.last_used)
+        if self._used + need > self.budget_bytes:
+            free = sorted((s for st in self._free.values() for s in st), key=lambda s: s.last_used)
+            if self._used - sum(s.footprint for s in free) + need > self.budget_bytes:
+                return None  # evicting every free segment would not make room
             for seg in free:
-                if used + need <= self.budget_bytes:
+                if self._used + need <= self.budget_bytes:
                     break
-                used -= seg.footprint
                 self._drop(seg)
-            if used + need > self.budget_bytes:
-                return None
         name = f"{self.prefix}{os.getpid()}-{next(self._seq)}"
         path = os.path.join(self.shm_dir, name)
         try:
@@ -472,23 +519,27 @@ class ShmPool:
             raise
         seg = _Segment(name, path, fd, mm, capacity)
         self._segments[name] = seg
+        self._used += seg.footprint
         return seg
 
     def _drop(self, seg: _Segment) -> None:
-        self._segments.pop(seg.name, None)
+        if self._segments.pop(seg.name, None) is not None:
+            self._used -= seg.footprint
+        if seg.state == "free":
+            self._remove_free(seg)
         seg.destroy()
 
     def _mark_sent(self, seg: _Segment, gen: int) -> None:
         with self._lock:
-            if seg.gen == gen and seg.state == "leased":
+            if seg.gen == gen and seg.state == "leased" and seg.name in self._segments:
                 seg.state = "sent"
                 seg.sent_at = time.monotonic()
+                self._sent.append(seg)
 
     def _cancel(self, seg: _Segment, gen: int) -> None:
         with self._lock:
-            if seg.gen == gen and seg.state == "leased":
-                seg.state = "free"
-                seg.last_used = time.monotonic()
+            if seg.gen == gen and seg.state == "leased" and seg.name in self._segments:
+                self._put_free(seg, time.monotonic())
 
 
 class ShmReader:
