@@ -28,7 +28,7 @@ from .project import (
     SuperSym,
     Sym,
 )
-from .scan import ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateKey, function_bindings, import_bindings
+from .scan import ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateKey, import_bindings
 from .source import ParsedFile
 from .walk import walk
 from .verbs import CONSUME, FILL, WRITE, container_effect, guess_kind

@@ -42,18 +42,3 @@ class Finding:
             "message": self.message,
         }
 
-
-@dataclass(frozen=True)
-class Location:
-    """A place in a source file (absolute path, 1-based line and column)."""
-
-    path: str
-    line: int
-    col: int
-
-    def short(self, relative_to: str | None = None) -> str:
-        """``file.py:12`` for use inside messages (the directory is usually obvious)."""
-        name = self.path
-        if relative_to and name.startswith(relative_to.rstrip("/") + "/"):
-            name = name[len(relative_to.rstrip("/")) + 1 :]
-        return f"{name}:{self.line}"
