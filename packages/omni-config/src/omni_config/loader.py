@@ -100,7 +100,7 @@ def _regroup_names(path: tuple[str, ...], raw: Any) -> tuple[str, ...]:
     if path[0] == "processes" and len(path) > 3:
         return ("processes", ".".join(path[1:-1]), path[-1])
     if path[0] == "stages" and len(path) > 3 and isinstance(raw, dict) and isinstance(raw.get("stages"), list):
-        names = {s.get("name") for s in raw["stages"] if isinstance(s, dict)}
+        names = {s["name"] for s in raw["stages"] if isinstance(s, dict) and isinstance(s.get("name"), str)}
         for end in range(len(path) - 1, 2, -1):  # the longest stage name wins
             if ".".join(path[1:end]) in names:
                 return ("stages", ".".join(path[1:end]), *path[end:])

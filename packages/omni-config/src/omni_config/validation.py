@@ -26,7 +26,7 @@ def issues_from_validation_error(error: ValidationError, raw: Any) -> list[Confi
     issues = []
     for item in error.errors(include_url=False):
         loc = tuple(item["loc"])
-        if loc and loc[-1] == "[key]":  # a dict key itself failed (processes.<key>)
+        if len(loc) > 1 and loc[-1] == "[key]" and item["type"] != "extra_forbidden":  # a dict key itself failed (processes.<key>)
             loc = loc[:-1]
         path = dotted_path(loc, raw)
         kind = item["type"]
