@@ -159,3 +159,16 @@ def test_random_file_bytes_only_raise_config_errors(content):
             _check_error(error)
         except ConfigFileError as error:
             assert error.exit_code == 2 and error.reason and error.fix
+
+
+def test_regressions_found_by_hypothesis(higgs):
+    """A top-level key spelt like pydantic's '[key]' marker; a non-string stage name next to a CLI override."""
+    for data, tokens in [
+        ({"[key]": None}, []),
+        ({"stages": [{"name": []}]}, ["--stages.vocoder.runtime.resources.total_gpu_memory_fraction=0"]),
+        ({"stages": [{"name": {"a": 1}, "factory": "m:x"}]}, ["--stages.a.b.c", "1"]),
+    ]:
+        try:
+            raw_config(data, tokens)
+        except ConfigError as error:
+            _check_error(error)
