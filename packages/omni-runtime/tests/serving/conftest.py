@@ -51,6 +51,20 @@ def shm_segments() -> set[str]:
         return set()
 
 
+def segments_of(names: set[str], pids: set[int]) -> set[str]:
+    """The omni segments among ``names`` created by ``pids`` (named ``omni-<run>-<pid>-<seq>``).
+
+    Other test sessions may be creating their own segments at the same time;
+    only the server's own process tree is checked.
+    """
+    owned = set()
+    for name in names:
+        parts = name.split("-")
+        if len(parts) >= 4 and parts[0] == "omni" and parts[-2].isdigit() and int(parts[-2]) in pids:
+            owned.add(name)
+    return owned
+
+
 @dataclass
 class Server:
     """A running ``omni serve`` subprocess."""
@@ -59,6 +73,10 @@ class Server:
     url: str = ""
     lines: list[str] = field(default_factory=list)
     children: list[psutil.Process] = field(default_factory=list)
+
+    @property
+    def pids(self) -> set[int]:
+        return {self.proc.pid, *(child.pid for child in self.children)}
 
     @property
     def output(self) -> str:
@@ -124,7 +142,7 @@ def assert_clean_exit(server: Server, shm_before: set[str]) -> None:
     assert code == 0, f"omni serve exited {code}:\n{server.output}"
     gone, alive = psutil.wait_procs(server.children, timeout=10)
     assert not alive, f"stage processes left behind: {alive}"
-    leaked = {s for s in shm_segments() - shm_before if "omni" in s}
+    leaked = segments_of(shm_segments() - shm_before, server.pids)
     assert not leaked, f"/dev/shm segments left behind: {sorted(leaked)}"
 
 

@@ -16,7 +16,7 @@ import openai
 import psutil
 import pytest
 
-from .conftest import BROKEN_PIPELINE, MODEL_ID, PIPELINE, SAMPLE_RATE, run_omni, shm_segments, start_server, wait_healthy
+from .conftest import BROKEN_PIPELINE, MODEL_ID, PIPELINE, SAMPLE_RATE, run_omni, segments_of, shm_segments, start_server, wait_healthy
 from .stages import plan, tone
 
 pytestmark = pytest.mark.timeout(300)
@@ -64,7 +64,6 @@ def test_synthesize_empty_text_is_a_user_error(tmp_path):
 
 @pytest.mark.parametrize("command", [["synthesize", "hello", "-o", "unused.wav"], ["serve", "--port", "0"]])
 def test_startup_failure_shows_stage_process_and_traceback(command, tmp_path):
-    before = shm_segments()
     result = run_omni(*command, "--config", str(BROKEN_PIPELINE), cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     err = result.stderr
@@ -72,7 +71,6 @@ def test_startup_failure_shows_stage_process_and_traceback(command, tmp_path):
     assert "Traceback (most recent call last)" in err
     assert "cannot load weights for vocoder: /nonexistent/checkpoint is missing" in err
     assert not (tmp_path / "unused.wav").exists()
-    assert not {s for s in shm_segments() - before if "omni" in s}
 
 
 @pytest.mark.parametrize("extra", [["--processes.vocoder.num_replicas", "2"], ["--stages.vocoder.process", "frontend"]])
@@ -144,4 +142,4 @@ def test_killed_worker_turns_health_unhealthy_and_requests_fail_fast(tmp_path):
         server.stop()
     gone, alive = psutil.wait_procs(server.children, timeout=10)
     assert not alive
-    assert not {s for s in shm_segments() - before if "omni" in s}
+    assert not segments_of(shm_segments() - before, server.pids)

@@ -103,8 +103,6 @@ class _Disconnected(Exception):
 async def _speech(request: Request, runtime: Any, settings: ServingSettings, metrics: ServingMetrics, started: float) -> Response:
     raw = await _read_body(request, settings.limits.max_body_bytes)
     speech = parse_speech(parse_body(raw), settings.models, settings.limits)
-    if not runtime.health().get("healthy"):
-        raise APIError(503, "the runtime is unhealthy (a process is not ready); see GET /health", type="server_error", code="unavailable")
     try:
         handle = await runtime.submit(speech.entry_data())
     except RuntimeFailure as exc:
