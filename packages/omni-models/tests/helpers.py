@@ -63,6 +63,7 @@ class Result:
     final: Any
     chunks: list[Any]
     trace: dict[str, Any]
+    emitted: dict[str, list[Any]]
 
 
 def synthesize(folder: str, data: dict[str, Any], *, variant: str = "pipeline", stages: dict[str, Any] | None = None, request_id: str = "req-1") -> Result:
@@ -73,6 +74,7 @@ def synthesize(folder: str, data: dict[str, Any], *, variant: str = "pipeline", 
     name = spec.get("entry_stage") or spec["stages"][0]["name"]
     payload = StagePayload(request_id=request_id, data=dict(data))
     trace: dict[str, Any] = {}
+    emitted: dict[str, list[Any]] = {}
     pending_chunks: list[Any] | None = None
     while True:
         stage_spec = by_name[name]
@@ -83,11 +85,12 @@ def synthesize(folder: str, data: dict[str, Any], *, variant: str = "pipeline", 
         else:
             out = stages[name].process(payload, ctx)
         trace[name] = out
+        emitted[name] = ctx.emitted
         if stage_spec.get("terminal"):
             audio_chunks = [c["audio"] for c in ctx.emitted]
             rate = {c["sample_rate"] for c in ctx.emitted}
             assert len(rate) == 1, f"chunks disagree on sample_rate: {rate}"
-            return Result(torch.cat(audio_chunks, dim=-1), rate.pop(), out, ctx.emitted, trace)
+            return Result(torch.cat(audio_chunks, dim=-1), rate.pop(), out, ctx.emitted, trace, emitted)
         nxt = stage_spec.get("next")
         nxt = nxt[0] if isinstance(nxt, list) else nxt
         stream_to = stage_spec.get("stream_to") or []

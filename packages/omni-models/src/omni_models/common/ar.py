@@ -98,11 +98,19 @@ class ARModel(nn.Module):
         self.text_embed = nn.Embedding(config.text_vocab, d)
         self.cond_proj = nn.Linear(config.cond_dim, d)
         self.voices = nn.Embedding(len(VOICES), config.cond_dim)
-        self.audio_embed = nn.ModuleList(nn.Embedding(v + 3, d) for _ in range(k))
+        # All codebooks' input embeddings in one table, codebook i at rows i * (V + 3) ...
+        self.audio_embed = nn.Embedding(k * (v + 3), d)
+        self.register_buffer("code_offsets", torch.arange(k)[:, None] * (v + 3), persistent=False)
         self.decoder = Decoder(TransformerConfig(dim=d, layers=config.layers, heads=config.heads, max_seq_len=config.max_seq_len))
-        n_heads = 1 if config.layout == "depth" else k
-        self.heads = nn.ModuleList(nn.Linear(d, v + 1) for _ in range(n_heads))
+        # One fused projection for all codebook heads ([K * (V + 1)] outputs; codebook 0 only in
+        # the depth layout): one matmul per step instead of K.
+        self.num_heads = 1 if config.layout == "depth" else k
+        self.heads = nn.Linear(d, self.num_heads * (v + 1))
         self.depth = DepthDecoder(config) if config.layout == "depth" else None
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``[dim]`` -> ``[num_heads, V + 1]``."""
+        return self.heads(hidden).view(self.num_heads, self.config.codebook_size + 1)
 
     def voice(self, index: int) -> torch.Tensor:
         """Conditioning vector of a preset voice (models without a speaker encoder)."""
@@ -110,7 +118,7 @@ class ARModel(nn.Module):
 
     def embed_frames(self, codes: torch.Tensor) -> torch.Tensor:
         """``[K, T]`` code ids -> ``[T, dim]`` (sum over codebooks)."""
-        return sum(emb(codes[i]) for i, emb in enumerate(self.audio_embed))
+        return self.audio_embed(codes + self.code_offsets).sum(dim=0)
 
     def prompt(self, text_ids: list[int], cond: torch.Tensor | None, prompt_codes: torch.Tensor | None = None) -> torch.Tensor:
         """``[1, T, dim]``: conditioning vector, text, reference codes, then a BOS frame."""
@@ -142,12 +150,13 @@ def generate_frames(
     cache = model.decoder.new_cache()
     hidden = model.decoder(prompt, cache)[0, -1]
     aligner = DelayAligner(k) if c.layout == "delay" else None
-    no_eos = torch.zeros(c.codebook_size + 1, dtype=torch.bool, device=hidden.device)
-    no_eos[c.eos] = True
+    # EOS is a codebook-0 decision; other codebooks never emit it.
+    eos_mask = torch.zeros(model.num_heads, c.codebook_size + 1, dtype=torch.bool, device=hidden.device)
+    eos_mask[:, c.eos] = True
+    eos_mask_allowed = eos_mask.clone()
+    eos_mask_allowed[0, c.eos] = False
 
-    def pick(logits: torch.Tensor, allow_eos: bool = False) -> torch.Tensor:
-        if logits.shape[-1] == c.codebook_size + 1 and not allow_eos:
-            logits = logits.masked_fill(no_eos, float("-inf"))
+    def pick(logits: torch.Tensor) -> torch.Tensor:
         return sample(logits, params, generator)
 
     n_frames: int | None = None
@@ -155,13 +164,12 @@ def generate_frames(
     emitted = 0
     while not cancelled():
         allow_eos = n_frames is None and step >= limits.min_new_tokens
+        logits = model.logits(hidden).masked_fill(eos_mask_allowed if allow_eos else eos_mask, float("-inf"))
+        row = pick(logits)
         if c.layout == "depth":
-            first = pick(model.heads[0](hidden), allow_eos)
-            if int(first) == c.eos:
+            if int(row[0]) == c.eos:
                 return
-            row = model.depth.generate(hidden, first, pick)
-        else:
-            row = torch.stack([pick(head(hidden), allow_eos and i == 0) for i, head in enumerate(model.heads)])
+            row = model.depth.generate(hidden, row[0], pick)
         if aligner is None:
             if int(row[0]) == c.eos:
                 return

@@ -90,7 +90,7 @@ class TTSEngine:
         prepared = take_prepared(payload.request_id)
         extra = {"speaker": prepared.speaker.to(torch.float32), "seed": prepared.text.seed}
         total = self.engine.stream(ctx, prepared.text, prepared.speaker, prepared.prompt_tokens, extra=extra)
-        return with_data(payload, {"num_tokens": total, "token_rate": TOKEN_RATE})
+        return with_data(payload, {"num_frames": total, "frame_rate": TOKEN_RATE})
 
 
 class FlowFrontend:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from omni_models.common.ar import ARConfig
-from omni_models.common.audio import voice_index
+from omni_models.common.audio import VOICES, voice_index
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_ar, build_codec_decoder, build_rvq
 from omni_models.common.limits import GenerationLimits
@@ -38,6 +38,8 @@ def components() -> dict[str, Component]:
 
 class Preprocessing:
     def process(self, payload: Any, ctx: Any = None) -> Any:
+        if payload.data.get("ref_audio") is not None:
+            raise ValueError(f"{MODEL} does not clone voices from ref_audio; choose a preset voice ({', '.join(VOICES)})")
         request = prepare_text_request(payload.data, frame_rate=CODEC.frame_rate, max_chars=MAX_CHARS, max_seconds=MAX_SECONDS)
         return with_data(
             payload,
