@@ -310,6 +310,18 @@ NOT_HANDOFFS = {
                 return holder
             return process
     """,
+    "a local that aliased a state and is rebound is not the state": """
+        _DEFAULTS = {"speed": 1.0}
+        def _settings(overrides):
+            merged = _DEFAULTS
+            merged = dict(merged)
+            merged.update(overrides)
+            return merged
+        def build_preprocessing():
+            return lambda p: _settings(p.data)
+        def build_tts_engine():
+            return lambda p: _DEFAULTS["speed"]
+    """,
     "state written and read by the same stage": """
         _S = {}
         def build_preprocessing():

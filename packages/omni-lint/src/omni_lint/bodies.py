@@ -74,6 +74,9 @@ class Scope:
     imports: dict[str, ImportBinding]
     defs: dict[str, FuncKey | ClassKey]
     values: dict[str, list[cst.BaseExpression]]
+    params: frozenset[str] = frozenset()
+    #: how many times each local is bound (assignments, loop targets, with/except names...)
+    bindings: dict[str, int] = field(default_factory=dict)
     self_name: str | None = None
     self_sym: Sym | None = None
 
@@ -127,6 +130,8 @@ class Analyzer:
             imports=imports,
             defs=defs,
             values=bindings.values,
+            params=frozenset(params),
+            bindings=bindings.counts,
         )
         if func.cls is not None and func.kind in ("method", "classmethod") and params:
             scope.self_name = params[0]
@@ -150,8 +155,14 @@ class Analyzer:
                 marker = (current.func.key, name)
                 if marker in guard:
                     return None
-                for value in current.values.get(name, ()):
-                    sym = self.resolve_value(current, value, guard | {marker})
+                # an alias only when every binding of the local is the same state (flow-insensitive,
+                # so ``x = STATE; x = dict(x)`` is not one; ``param = param or STATE`` still is)
+                values = current.values.get(name, ())
+                if not values or len(values) != current.bindings.get(name, 0):
+                    return None
+                found = {self.resolve_value(current, value, guard | {marker}) for value in values}
+                if len(found) == 1:
+                    (sym,) = found
                     if isinstance(sym, StateSym):
                         return sym
                 return None
@@ -386,9 +397,15 @@ class _Walker:
             return
         if isinstance(parent, cst.Arg) and parent.keyword is node:
             return
+        index = len(self.stack) - 1
+        if self._store_context(index) is not None and not self._declared_global(node.value):
+            return  # binding a local name (even one that aliased a state) never writes module state
         sym = self.an.resolve_name(self.scope, node.value)
         if sym is not None:
-            self._follow(sym, len(self.stack) - 1)
+            self._follow(sym, index)
+
+    def _declared_global(self, name: str) -> bool:
+        return name in self.scope.globals
 
     def _call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name) and node.func.value == "super" and isinstance(self.scope.self_sym, (InstanceSym, ClassSelfSym)):

@@ -238,6 +238,8 @@ class _Bindings:
         self.globals: dict[str, cst.CSTNode] = {}
         self.nonlocals: set[str] = set()
         self.assigned: set[str] = set()
+        #: how many binding sites each name has
+        self.counts: dict[str, int] = {}
         self.imports: list[cst.Import | cst.ImportFrom] = []
         #: simple ``name = value`` assignments: candidate aliases of module state
         self.values: dict[str, list[cst.BaseExpression]] = {}
@@ -265,6 +267,8 @@ class _Bindings:
             self._targets(node.target)  # type: ignore[attr-defined]
         elif kind is cst.AugAssign or (kind is cst.AnnAssign and node.value is not None):  # type: ignore[attr-defined]
             self._targets(node.target)  # type: ignore[attr-defined]
+            if kind is cst.AnnAssign and type(node.target) is cst.Name:  # type: ignore[attr-defined]
+                self.values.setdefault(node.target.value, []).append(node.value)  # type: ignore[attr-defined]
         elif kind is cst.For or kind is cst.CompFor or kind is cst.NamedExpr:
             self._targets(node.target)  # type: ignore[attr-defined]
         elif kind is cst.AsName:
@@ -277,6 +281,7 @@ class _Bindings:
     def _targets(self, target: cst.BaseExpression) -> None:
         if isinstance(target, cst.Name):
             self.assigned.add(target.value)
+            self.counts[target.value] = self.counts.get(target.value, 0) + 1
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 self._targets(element.value)
