@@ -132,7 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="characters of text per request; repeatable or a list like 80,400 (default: 200)",
     )
     parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True, help="stream audio chunks to the client (default: on)")
-    parser.add_argument("--warmup", type=int, default=1, metavar="N", help="unmeasured requests before each measurement (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=1, metavar="N", help="unmeasured requests before each row (default: %(default)s)")
     parser.add_argument(
         "--alt",
         type=_alternative,
@@ -367,9 +367,9 @@ async def _bench_topology(target: _Target, args: argparse.Namespace, concurrenci
                 def payload(i: int) -> dict[str, Any]:
                     return {"text": workload_text(length, i), "voice": None, "speed": 1.0, "response_format": "pcm", "stream": bool(args.stream)}
 
-                warm = [payload(i) for i in range(args.warmup * concurrency)]
+                warm = [payload(i) for i in range(args.warmup)]
                 if warm:
-                    await _drive(runtime, warm, concurrency, args.stream, args.request_timeout)
+                    await _drive(runtime, warm, min(concurrency, len(warm)), args.stream, args.request_timeout)
                 payloads = [payload(i) for i in range(args.requests)]
                 with _RssSampler(pids) as rss:
                     samples, wall = await _drive(runtime, payloads, concurrency, args.stream, args.request_timeout)
