@@ -165,6 +165,20 @@ HANDOFFS = {
                 return lambda p: _REG.take(p.request_id)
         """,
     },
+    "install-once global guarded by a None check is still a handoff": {
+        "m/stages.py": """
+            _ENGINE = None
+            def install(engine):
+                global _ENGINE
+                if _ENGINE is None:
+                    _ENGINE = engine
+            def build_preprocessing():
+                install(object())
+                return lambda p: p
+            def build_tts_engine():
+                return lambda p: _ENGINE
+        """,
+    },
     "sentinel rebound through global, annotated": {
         "m/stages.py": """
             from typing import Optional
@@ -321,6 +335,19 @@ NOT_HANDOFFS = {
             return lambda p: _settings(p.data)
         def build_tts_engine():
             return lambda p: _DEFAULTS["speed"]
+    """,
+    "a global initialised lazily on first use": """
+        import re
+        _PATTERN = None
+        def _split(text):
+            global _PATTERN
+            if _PATTERN is None:
+                _PATTERN = re.compile(r"\\s+")
+            return _PATTERN.split(text)
+        def build_preprocessing():
+            return lambda p: _split(p.data["text"])
+        def build_tts_engine():
+            return lambda p: _split(p.data["text"])
     """,
     "state written and read by the same stage": """
         _S = {}

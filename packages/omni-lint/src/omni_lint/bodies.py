@@ -308,6 +308,20 @@ class _SelfAssignValues:
         self._depth -= 1
 
 
+class _NameFinder:
+    def __init__(self, name: str):
+        self.name = name
+        self.found = False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if type(node) is cst.Name and node.value == self.name:  # type: ignore[attr-defined]
+            self.found = True
+        return not self.found
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        pass
+
+
 class _Returns:
     def __init__(self) -> None:
         self.values: list[cst.BaseExpression] = []
@@ -341,6 +355,8 @@ class _Walker:
         self.self_calls: set[FuncKey] = set()
         self.cache_vars: dict[AccessKey, set[str]] = defaultdict(set)
         self.returned: set[AccessKey] = set()
+        #: states read outside an ``if`` test (the value is used, not only probed)
+        self.used: set[AccessKey] = set()
         self.return_names: set[str] = set()
 
     # -- traversal ---------------------------------------------------------------
@@ -366,15 +382,17 @@ class _Walker:
         accesses = []
         for key, raw in self.raw.items():
             kinds = {kind for kind, _ in raw}
-            cache = (
+            get_or_load = (
                 "read" in kinds
                 and "fill" in kinds
                 and "write" not in kinds
                 and (key in self.returned or bool(self.cache_vars[key] & self.return_names))
             )
+            lazy_init = "gfill" in kinds and not kinds & {"write", "fill"} and key in self.used
+            cache = get_or_load or lazy_init
             seen = set()
             for kind, node in raw:
-                final = "cache" if cache and kind != "cache" else ("write" if kind == "fill" else kind)
+                final = "cache" if cache and kind != "cache" else ("write" if kind in ("fill", "gfill") else kind)
                 if (final, id(node)) in seen:
                     continue
                 seen.add((final, id(node)))
@@ -470,12 +488,14 @@ class _Walker:
             kinds = ("read",)
         else:
             context = self._store_context(index)
-            if context in ("store", "del"):
+            if context == "store" and not attrs and self._guarded_by(index, head):
+                kinds = ("gfill",)  # ``if X is None: X = build()``: a lazily initialised global
+            elif context in ("store", "del"):
                 kinds = ("write",)
             elif context == "aug":
                 kinds = ("read", "write")
             elif not attrs and self._is_alias_value(index):
-                return
+                kinds = ("read",)
             elif len(attrs) == 1:
                 # a method passed on (``callback=_QUEUE.put``) or an attribute read: the method's effect
                 kinds = self.an.call_effect(key, attrs[0], self.reaches)
@@ -483,8 +503,28 @@ class _Walker:
                 kinds = ("read",)
         if any(isinstance(n, cst.Return) for n in stack[:index]) and ("read" in kinds or "cache" in kinds):
             self.returned.add(key)
+        if "read" in kinds and not self._in_if_test(index):
+            self.used.add(key)
         for kind in kinds:
             self.raw[key].append((kind, head))
+
+    def _in_if_test(self, index: int) -> bool:
+        stack = self.stack
+        return any(type(stack[i]) is cst.If and stack[i + 1] is stack[i].test for i in range(index))  # type: ignore[attr-defined]
+
+    def _guarded_by(self, index: int, head: cst.CSTNode) -> bool:
+        """True when the node sits in the body of an ``if`` whose test names ``head`` (a Name)."""
+        if type(head) is not cst.Name:
+            return False
+        name = head.value  # type: ignore[attr-defined]
+        stack = self.stack
+        for i in range(index):
+            if type(stack[i]) is cst.If and stack[i + 1] is not stack[i].test:  # type: ignore[attr-defined]
+                finder = _NameFinder(name)
+                walk(stack[i].test, finder)  # type: ignore[attr-defined]
+                if finder.found:
+                    return True
+        return False
 
     def _subscript(self, key: AccessKey, index: int) -> tuple[str, ...]:
         context = self._store_context(index)
