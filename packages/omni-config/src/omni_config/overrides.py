@@ -43,7 +43,7 @@ def split_overrides(argv: Sequence[str]) -> tuple[list[str], list[str]]:
         token = argv[i]
         if token.startswith("--") and "." in token.split("=", 1)[0]:
             overrides.append(token)
-            if "=" not in token and i + 1 < len(argv):
+            if "=" not in token and i + 1 < len(argv) and not _is_flag(argv[i + 1]):
                 overrides.append(argv[i + 1])
                 i += 1
         else:
@@ -66,7 +66,7 @@ def parse_overrides(tokens: Sequence[str]) -> tuple[list[tuple[tuple[str, ...], 
         body = token[2:]
         if "=" in body:
             name, raw = body.split("=", 1)
-        elif i + 1 < len(tokens) and not (tokens[i + 1].startswith("--") and len(tokens[i + 1]) > 2 and not _is_number(tokens[i + 1])):
+        elif i + 1 < len(tokens) and not _is_flag(tokens[i + 1]):
             name, raw = body, tokens[i + 1]
             i += 1
         else:
@@ -83,6 +83,11 @@ def parse_overrides(tokens: Sequence[str]) -> tuple[list[tuple[tuple[str, ...], 
             continue
         pairs.append((parts, raw))
     return pairs, issues
+
+
+def _is_flag(token: str) -> bool:
+    """``--x`` is the next flag, not a value; ``--`` alone and negative numbers are values."""
+    return token.startswith("--") and len(token) > 2 and not _is_number(token)
 
 
 def _is_number(token: str) -> bool:
