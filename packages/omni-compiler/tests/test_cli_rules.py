@@ -12,7 +12,7 @@ import json
 import pytest
 import yaml
 
-from conftest import FIXTURES, chain, pipeline, stage
+from compiler_helpers import FIXTURES, chain, pipeline, stage
 
 HIGGS = FIXTURES / "higgs_tts.yaml"
 QWEN3 = FIXTURES / "qwen3_tts.yaml"

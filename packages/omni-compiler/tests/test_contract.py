@@ -6,7 +6,7 @@ import pytest
 
 from omni_compiler import CompiledEdge
 
-from conftest import chain, compiled, only, paths, pipeline, stage, topology_error
+from compiler_helpers import chain, compiled, only, paths, pipeline, stage, topology_error
 
 QWEN_REASON = "prepared requests live in _PREPROCESSING_CONTEXT / _PREPARED_REQUESTS, read in-process by the AR engine builder"
 MING_REASON = "compatibility guard preserving the previous process-split allowlist"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import chain, compiled, only, paths, pipeline, stage, topology_error
+from compiler_helpers import chain, compiled, only, paths, pipeline, stage, topology_error
 
 
 @pytest.mark.parametrize("field", ["next", "stream_to", "wait_for"])

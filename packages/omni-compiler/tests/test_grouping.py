@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from omni_compiler import render
 
-from conftest import chain, compiled, only, pipeline, stage, table_rows, topology_error
+from compiler_helpers import chain, compiled, only, pipeline, stage, table_rows, topology_error
 
 HIGGS_TABLE = (
     "tts_frontend : preprocessing, audio_encoder\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import FIXTURES
+from compiler_helpers import FIXTURES
 
 
 def _python(code: str) -> subprocess.CompletedProcess:

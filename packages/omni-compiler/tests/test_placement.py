@@ -6,7 +6,7 @@ import pytest
 
 from omni_compiler import GpuBudget, GpuShare
 
-from conftest import chain, compiled, only, paths, pipeline, stage, topology_error
+from compiler_helpers import compiled, only, paths, pipeline, stage, topology_error
 
 FRACTION = "runtime.resources.total_gpu_memory_fraction"
 OPT_OUT = {"require_memory_fraction_for_colocation": False}

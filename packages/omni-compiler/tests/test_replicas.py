@@ -6,7 +6,7 @@ import pytest
 
 from omni_compiler import render
 
-from conftest import chain, compiled, instance_gpus, only, paths, pipeline, stage, topology_error
+from compiler_helpers import chain, compiled, instance_gpus, only, paths, pipeline, topology_error
 
 SPEC_REPLICAS = ["--processes.vocoder.num_replicas", "2", "--processes.vocoder.replica_devices", "1,2"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from omni_compiler import render
 
-from conftest import chain, compiled, instance_gpus, only, paths, pipeline, stage, table_rows, topology_error
+from compiler_helpers import chain, compiled, instance_gpus, only, paths, pipeline, stage, table_rows, topology_error
 
 
 def _tp_higgs(higgs, *extra):

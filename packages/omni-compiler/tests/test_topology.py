@@ -10,7 +10,7 @@ import pytest
 from omni_compiler import CompiledTopology, compile, compile_file
 from omni_config import raw_config
 
-from conftest import FIXTURES, compiled
+from compiler_helpers import FIXTURES, compiled
 
 
 def _variants(higgs):

@@ -8,7 +8,7 @@ import pytest
 
 from omni_config import ConfigError, ConfigFileError, load_config, load_model, raw_config, resolve_model_source
 
-from conftest import fixture_dict, issues_by_path, raises_config_error, single_issue
+from config_helpers import fixture_dict, issues_by_path, raises_config_error, single_issue
 
 
 def _topology(config) -> list[tuple[str, str | None]]:

@@ -7,7 +7,7 @@ import pytest
 
 from omni_config import json_schema
 
-from conftest import fixture_dict
+from config_helpers import fixture_dict
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 
 from omni_config import raw_config, split_overrides
 
-from conftest import issues_by_path, raises_config_error, single_issue
+from config_helpers import issues_by_path, raises_config_error, single_issue
 
 
 def test_equals_and_space_forms_are_equivalent(higgs):
@@ -247,6 +247,12 @@ def test_split_overrides_keeps_ordinary_options():
 
 def test_split_overrides_trailing_flag_without_value():
     assert split_overrides(["show", "--stages.v.process"]) == (["show"], ["--stages.v.process"])
+
+
+def test_split_overrides_does_not_swallow_the_next_flag():
+    """A forgotten value must not eat `--format`: the override then reports it needs a value."""
+    assert split_overrides(["show", "f", "--stages.v.process", "--format", "json"]) == (["show", "f", "--format", "json"], ["--stages.v.process"])
+    assert split_overrides(["show", "--stages.v.gpu", "-1"]) == (["show"], ["--stages.v.gpu", "-1"])
 
 
 def test_split_then_parse_round_trip(higgs):

@@ -8,7 +8,7 @@ import pytest
 
 from omni_config import ConfigError, PipelineConfig, raw_config
 
-from conftest import fixture_dict, issues_by_path, raises_config_error, single_issue
+from config_helpers import fixture_dict, issues_by_path, raises_config_error, single_issue
 
 
 def test_higgs_fixture_loads_with_every_field(higgs):

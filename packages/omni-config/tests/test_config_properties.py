@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from omni_config import ConfigError, ConfigFileError, PipelineConfig, load_config, raw_config
 
-from conftest import FIXTURES, fixture_dict
+from config_helpers import FIXTURES, fixture_dict
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -16,7 +16,7 @@ import yaml
 from omni_compiler import CompiledTopology
 from omni_config import registry
 
-from conftest import FIXTURES, compiled, fixture_dict
+from compiler_helpers import FIXTURES, compiled, fixture_dict
 
 HIGGS = FIXTURES / "higgs_tts.yaml"
 QWEN3 = FIXTURES / "qwen3_tts.yaml"
@@ -94,6 +94,15 @@ def test_overrides_may_come_before_the_file(cli):
     code, out, _ = cli("validate", "--stages.vocoder.process", "pipeline", HIGGS)
     assert code == 0
     assert out.startswith("tts_frontend : preprocessing, audio_encoder\npipeline     : tts_engine, vocoder\n")
+
+
+def test_override_missing_its_value_before_another_option(cli):
+    code, out, _ = cli("validate", HIGGS, "--stages.vocoder.process", "--format", "json")
+    assert code == 1
+    assert json.loads(out)["errors"] == [{
+        "path": "stages.vocoder.process", "rule": "an override needs a value",
+        "fix": "write --stages.vocoder.process VALUE or --stages.vocoder.process=VALUE",
+    }]
 
 
 def test_gpus_option(cli):
