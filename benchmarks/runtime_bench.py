@@ -166,9 +166,13 @@ def ray_available() -> str | None:
 
 
 def measure_ray(load_requests: int, concurrencies: tuple[int, ...]) -> dict[int, Load]:
+    import logging
+
     import ray
     from ray import serve
 
+    for name in ("ray", "ray.serve"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
         serve.start(http_options={"location": "NoServer"})
@@ -185,7 +189,7 @@ def measure_ray(load_requests: int, concurrencies: tuple[int, ...]) -> dict[int,
                 return await self.downstream.remote(data)
 
         graph = NoOp.options(name="s1").bind(NoOp.options(name="s2").bind(NoOp.options(name="s3").bind(NoOp.options(name="s4").bind())))
-        handle = serve.run(graph, name="noop4", route_prefix=None)
+        handle = serve.run(graph, name="noop4", route_prefix=None, logging_config={"log_level": "ERROR"})
 
         async def run() -> dict[int, Load]:
             async def one() -> Any:

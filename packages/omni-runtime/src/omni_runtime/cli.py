@@ -51,7 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     rest, overrides = split_overrides(argv)
     parser = build_parser()
-    args = parser.parse_args(rest)
+    args, unknown = parser.parse_known_args(rest)
+    if unknown and getattr(args, "func", None) is not _bench_missing:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.overrides = overrides
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
@@ -144,7 +146,6 @@ def _bench_parser(sub: Any) -> None:
         if exc.name != "omni_runtime.workload_bench":
             raise
         bench = _subparser(sub, "bench", "workload benchmark (unavailable: omni_runtime.workload_bench is not installed)")
-        bench.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         bench.set_defaults(func=_bench_missing)
         return
     bench = _subparser(sub, "bench", "run a workload benchmark against a pipeline")

@@ -16,6 +16,8 @@ import openai
 import psutil
 import pytest
 
+from omni_runtime import cli
+
 from .conftest import BROKEN_PIPELINE, MODEL_ID, PIPELINE, SAMPLE_RATE, run_omni, segments_of, shm_segments, start_server, wait_healthy
 from .stages import plan, tone
 
@@ -110,11 +112,21 @@ def test_port_in_use_is_a_user_error():
     assert "--port" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_help_lists_every_command():
-    result = run_omni("--help")
-    assert result.returncode == 0
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
     for command in ("serve", "synthesize", "topology", "bench"):
-        assert command in result.stdout
+        assert command in out
+    assert "--stages.NAME.FIELD VALUE" in out and "omni/espeak" in out
+
+
+def test_bench_without_its_module_says_so(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "omni_runtime.workload_bench", None)  # import now fails as if not installed
+    assert cli.main(["bench", "--requests", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "omni bench is not available" in err and "omni_runtime.workload_bench" in err
 
 
 def test_killed_worker_turns_health_unhealthy_and_requests_fail_fast(tmp_path):
