@@ -23,8 +23,10 @@ QUEUE_CONSUME = frozenset({"get", "join", "task_done"})
 
 def container_effect(kind: str, verb: str) -> tuple[str, ...]:
     """Raw effects (``read``/``write``/``fill``) of ``state.verb(...)`` on a container kind."""
+    if verb == "setdefault":
+        return ("read", "fill")  # returns the stored value: a lookup that fills on a miss
     if verb in FILL:
-        return ("read", "fill")
+        return ("fill",)
     if verb in WRITE:
         return ("write",)
     if verb in CONSUME or (kind == "queue" and verb in QUEUE_CONSUME):
