@@ -38,10 +38,15 @@ def build_router() -> Router:
 # -- identity in-process, bytes across a process ------------------------------
 
 
-def make_values(seed: int) -> dict[str, Any]:
-    """Deterministic values of every codec type (the test recomputes them to compare)."""
+def make_values(seed: int, big: int = 0) -> dict[str, Any]:
+    """Deterministic values of every codec type (the test recomputes them to compare).
+
+    ``big`` adds a float32 tensor of that many elements (large ones travel through shared memory).
+    """
     gen = torch.Generator().manual_seed(seed)
+    extra = {"big": torch.randn(big, generator=torch.Generator().manual_seed(seed + 1))} if big else {}
     return {
+        **extra,
         "f32": torch.randn(3, 5, generator=gen),
         "bf16": torch.randn(4, 2, 3, generator=gen).to(torch.bfloat16),
         "i64": torch.randint(-(2**40), 2**40, (7,), generator=gen),
@@ -55,7 +60,7 @@ def make_values(seed: int) -> dict[str, Any]:
 
 
 def produce(payload: StagePayload, ctx: StageContext) -> StagePayload:
-    values = make_values(payload.data["seed"])
+    values = make_values(payload.data["seed"], payload.data.get("big", 0))
     out = StagePayload(payload.request_id, {**payload.data, "values": values, "producer_pid": os.getpid()})
     out.data["ids"] = {"payload": id(out), "data": id(out.data), "f32": id(values["f32"])}
     return out
@@ -241,6 +246,27 @@ def build_inj_kwargs(**kwargs: Any):
 
     def run(payload: StagePayload, ctx: StageContext) -> StagePayload:
         payload.data["kwargs_factory_got"] = got
+        return payload
+
+    return run
+
+
+# -- tensor parallelism -----------------------------------------------------------
+
+
+def build_tp_stage(tp_rank: int | None, tp_size: int, process_total_gpu_memory_fraction: float | None):
+    def run(payload: StagePayload, ctx: StageContext) -> StagePayload:
+        pathlib.Path(payload.data["marker_dir"], f"tp-rank-{tp_rank}").write_text(str(os.getpid()))
+        return StagePayload(payload.request_id, {
+            "rank": tp_rank, "size": tp_size, "ctx_rank": ctx.tp_rank, "process_name": ctx.process_name,
+            "process_fraction": process_total_gpu_memory_fraction, "pid": os.getpid(),
+        })
+
+    return run
+
+
+def build_tp_after():
+    def run(payload: StagePayload) -> StagePayload:
         return payload
 
     return run

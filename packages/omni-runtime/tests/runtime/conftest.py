@@ -59,6 +59,11 @@ def loop_thread() -> Iterator[LoopThread]:
 _SEGMENT = re.compile(r"^omni-[0-9a-f]{8}-(\d+)-")
 
 
+SHARED_PREFIXES: set[str] = set()
+"""Shared-memory prefixes of the session's shared runtime: its pools keep (and reuse) segments
+until it shuts down, when its own fixture checks that every one of them is gone."""
+
+
 def _ignore_foreign(check: LeakCheck) -> None:
     """Ignore segments of live processes outside this test session (another suite or benchmark
     running on the same machine); a segment of ours names one of our workers (dead by now) or us."""
@@ -68,8 +73,11 @@ def _ignore_foreign(check: LeakCheck) -> None:
         match = _SEGMENT.match(name)
         if match and int(match.group(1)) not in ours and psutil.pid_exists(int(match.group(1))):
             foreign.add(match.group(1))
+    patterns = [re.escape(prefix) for prefix in SHARED_PREFIXES]
     if foreign:
-        pattern = "^omni-[0-9a-f]{8}-(" + "|".join(sorted(foreign)) + ")-"
+        patterns.append("^omni-[0-9a-f]{8}-(" + "|".join(sorted(foreign)) + ")-")
+    if patterns:
+        pattern = "|".join(f"^{p}" if not p.startswith("^") else p for p in patterns)
         if check.ignore_shm is not None:
             pattern = f"{pattern}|{check.ignore_shm.pattern}"
         check.ignore_shm = re.compile(pattern)
@@ -101,7 +109,9 @@ def main_rt(loop_thread: LoopThread) -> Iterator[Runtime]:
     """The two-process ``front``/``back`` runtime shared by the tests that leave it healthy."""
     check = LeakCheck.start()
     rt = start_runtime(loop_thread, main_topology())
+    SHARED_PREFIXES.add(rt.run.shm_prefix)
     yield rt
     loop_thread.run(rt.shutdown(grace=5.0))
+    SHARED_PREFIXES.discard(rt.run.shm_prefix)
     assert_no_leaks(check)
     assert not Path(rt.run.path).exists()

@@ -68,7 +68,7 @@ def test_cancel_aborts_the_request_in_every_stage(main_rt: Runtime, loop_thread:
     assert _wait_for(lambda: (tmp_path / "consumer-cancelled").exists()), "the consumer in process back never saw the cancel"
     assert int((tmp_path / "producer-cancelled").read_text()) == main_rt.instance_pids()["front"]
     assert int((tmp_path / "consumer-cancelled").read_text()) == main_rt.instance_pids()["back"]
-    assert main_rt.queue_depths() == {"front": 0, "back": 0}
+    assert set(main_rt.queue_depths().values()) == {0}
 
 
 def test_cancel_reaches_a_sync_stage_that_polls_ctx_cancelled(main_rt: Runtime, loop_thread: LoopThread, tmp_path: Path):

@@ -13,15 +13,22 @@ import pytest
 from omni_runtime import RequestFailed, Runtime
 from omni_runtime.routing import ReplicaChooser, Router
 
-from .conftest import LoopThread, start_runtime
+from omni_runtime.transport.leakcheck import LeakCheck
+
+from .conftest import SHARED_PREFIXES, LoopThread, assert_no_leaks, start_runtime
 from .topologies import replica_topology
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def replica_rt(loop_thread: LoopThread):
+    """Shared by this module's tests, in file order: the last one kills two of its processes."""
+    check = LeakCheck.start()
     rt = start_runtime(loop_thread, replica_topology())
+    SHARED_PREFIXES.add(rt.run.shm_prefix)
     yield rt
     loop_thread.run(rt.shutdown(grace=5.0))
+    SHARED_PREFIXES.discard(rt.run.shm_prefix)
+    assert_no_leaks(check)
     assert not Path(rt.run.path).exists()
 
 

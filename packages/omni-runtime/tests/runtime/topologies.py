@@ -15,12 +15,16 @@ def topology(stages: list[dict[str, Any]], **extra: Any) -> CompiledTopology:
     return compile_topology(PipelineConfig.model_validate({"stages": stages, **extra}))
 
 
+def _fraction(value: float) -> dict[str, Any]:
+    return {"runtime": {"resources": {"total_gpu_memory_fraction": value}}}
+
+
 def main_topology() -> CompiledTopology:
-    """Two processes, ``front`` and ``back``; the entry routes each request to one scenario."""
+    """Processes ``front``, ``back`` and two TP ranks ``tp_tp0``/``tp_tp1``; the entry routes each request to one scenario."""
     return topology(
         [
             {"name": "router", "factory": f"{S}:build_router", "process": "front", "route_fn": f"{S}:route_by_mode",
-             "next": ["produce", "fan", "boom", "slow", "stream_src", "inj_explicit"]},
+             "next": ["produce", "fan", "boom", "slow", "stream_src", "inj_explicit", "tp_stage"]},
             {"name": "produce", "factory": f"{S}:build_produce", "process": "front", "next": "consume_local"},
             {"name": "consume_local", "factory": f"{S}:build_consume_local", "process": "front", "next": "cross"},
             {"name": "cross", "factory": f"{S}:build_cross", "process": "back", "terminal": True},
@@ -33,8 +37,13 @@ def main_topology() -> CompiledTopology:
             {"name": "slow", "factory": f"{S}:build_slow", "process": "back", "terminal": True},
             {"name": "stream_src", "factory": f"{S}:build_stream_source", "process": "front", "stream_to": "stream_sink", "next": "stream_sink"},
             {"name": "stream_sink", "factory": f"{S}:build_stream_sink", "process": "back", "terminal": True},
-            {"name": "inj_explicit", "factory": f"{S}:build_inj_explicit", "factory_args": {"label": "L"}, "process": "front", "gpu": 0, "next": "inj_kwargs"},
-            {"name": "inj_kwargs", "factory": f"{S}:build_inj_kwargs", "factory_args": {"extra": 1}, "process": "front", "gpu": 0, "terminal": True},
+            {"name": "inj_explicit", "factory": f"{S}:build_inj_explicit", "factory_args": {"label": "L"}, "process": "front", "gpu": 0,
+             "next": "inj_kwargs", **_fraction(0.1)},
+            {"name": "inj_kwargs", "factory": f"{S}:build_inj_kwargs", "factory_args": {"extra": 1}, "process": "front", "gpu": 0,
+             "terminal": True, **_fraction(0.15)},
+            {"name": "tp_stage", "factory": f"{S}:build_tp_stage", "process": "tp", "tp_size": 2, "gpu": [0, 1], "next": "tp_after",
+             **_fraction(0.5)},
+            {"name": "tp_after", "factory": f"{S}:build_tp_after", "process": "front", "terminal": True},
         ]
     )
 
