@@ -270,3 +270,15 @@ def build_tp_after():
         return payload
 
     return run
+
+
+# -- terminal audio streaming (sync helper) -------------------------------------------
+
+
+def build_tone(device: str, total_gpu_memory_fraction: float | None):
+    def run(payload: StagePayload, ctx: StageContext) -> StagePayload:
+        for i in range(3):
+            ctx.emit({"audio": torch.full((160,), (i + 1) / 10.0), "sample_rate": 16000})
+        return StagePayload(payload.request_id, {"sample_rate": 16000, "device": device, "fraction": total_gpu_memory_fraction})
+
+    return run
