@@ -19,7 +19,9 @@ Two receiver modes are measured:
 
 Baseline: ``torch.clone`` of the same tensor in one process (allocation,
 page faults and copy included, as the receiver's copy-out pays them too).
-Both sides use the same torch thread count as the baseline. Each number is
+Every side uses one torch thread (``threads=1``, the baseline too): on a
+shared 2-core machine, two-thread copies stall on the scheduler and made
+every number 10x noisier. Each number is
 the best of ``trials`` rounds; a round moves about 512 MiB (at least 4 and
 at most 2000 messages).
 
@@ -102,9 +104,9 @@ def _transfer_seconds(out: Outbox, inbox: Inbox, src: torch.Tensor, count: int, 
     return best / count
 
 
-def transport_rows(sizes=SIZES, trials: int = 3, threads: int | None = None) -> list[dict]:
+def transport_rows(sizes=SIZES, trials: int = 3, threads: int = 1) -> list[dict]:
     """Measure every size; rows of ``size, clone_gbs, copy_gbs, copy_ratio, view_gbs, view_ratio``."""
-    threads = threads or torch.get_num_threads()
+    saved_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     run = RunDir.create()
     pool = ShmPool(run.shm_prefix, budget_bytes=1 << 30, timeout=120)
@@ -147,6 +149,7 @@ def transport_rows(sizes=SIZES, trials: int = 3, threads: int | None = None) -> 
         out.close(linger=0)
         pool.close()
         run.cleanup()
+        torch.set_num_threads(saved_threads)
     return rows
 
 
@@ -175,7 +178,9 @@ def format_table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     trials = int(argv[0]) if argv else 3
-    print(format_table(transport_rows(trials=trials)))
+    rows = transport_rows(trials=trials)
+    torch.set_num_threads(1)  # for the footer: the thread count that was measured
+    print(format_table(rows))
     return 0
 
 

@@ -235,3 +235,15 @@ def test_out_of_order_release_is_found_when_the_budget_is_full(run_dir):
         for frames in sent[:-1]:
             Codec().discard(frames)
         assert pool.busy_segments == 0 and len(pool.segment_names()) == 20
+
+
+def test_codec_default_receive_mode_is_configurable(run_dir):
+    with ShmPool(run_dir.shm_prefix, budget_bytes=8 * MiB) as pool:
+        frames = send(pool, torch.ones(MiB // 4))
+        view = Codec(shm_copy=False).decode(frames)
+        assert pool.busy_segments == 1  # zero-copy: pinned while the view lives
+        del view
+        gc.collect()
+        frames = send(pool, torch.ones(MiB // 4))
+        copied = Codec().decode(frames)
+        assert pool.busy_segments == 0 and copied.sum().item() == MiB // 4

@@ -37,6 +37,7 @@ to one event loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import os
 import re
@@ -134,7 +135,7 @@ class Message:
         """Payload bytes that came over the socket (not counting shared memory)."""
         return sum(_frame_len(f) for f in self.frames)
 
-    def payload(self, *, device: Any = None, shm_copy: bool = True) -> Any:
+    def payload(self, *, device: Any = None, shm_copy: bool | None = None) -> Any:
         """Decode and return the payload, once; see :meth:`Codec.decode`.
 
         The message keeps no reference to the result (a zero-copy view must
@@ -147,10 +148,12 @@ class Message:
         self._state = "decoded"
         return self._codec.decode(frames, device=device, shm_copy=shm_copy)
 
-    async def payload_async(self, *, device: Any = None, shm_copy: bool = True) -> Any:
+    async def payload_async(self, *, device: Any = None, shm_copy: bool | None = None) -> Any:
         """:meth:`payload`, off the event loop when it copies a lot of data."""
         if self._state == "new" and (self.shm_count or self.nbytes >= _ASYNC_DECODE_BYTES):
-            return await asyncio.to_thread(self.payload, device=device, shm_copy=shm_copy)
+            loop = asyncio.get_running_loop()
+            call = functools.partial(self.payload, device=device, shm_copy=shm_copy)
+            return await loop.run_in_executor(_executor("decode"), call)
         return self.payload(device=device, shm_copy=shm_copy)
 
     def discard(self) -> None:
@@ -164,6 +167,26 @@ class Message:
 
     def __repr__(self) -> str:
         return f"Message(header={self.header!r}, shm_count={self.shm_count}, state={self._state})"
+
+
+_EXECUTORS: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
+_EXECUTORS_LOCK = threading.Lock()
+
+
+def _executor(kind: str) -> concurrent.futures.ThreadPoolExecutor:
+    """Separate thread pools for encodes and decodes.
+
+    An encode may block on the shared-memory budget until some receiver
+    decodes; if decodes queued behind blocked encodes in one shared pool, two
+    processes sending large tensors to each other could wait on each other
+    until the timeout. Decodes never wait on a budget, so their own pool
+    always makes progress.
+    """
+    with _EXECUTORS_LOCK:
+        ex = _EXECUTORS.get(kind)
+        if ex is None:
+            ex = _EXECUTORS[kind] = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"omni-{kind}")
+        return ex
 
 
 def _release_result(fut: "asyncio.Future[Any]") -> None:
@@ -393,7 +416,7 @@ class AsyncOutbox(_Base):
         timeout = self.send_timeout if timeout is ... else timeout
         if self.codec.needs_shm(payload):
             loop = asyncio.get_running_loop()
-            fut = loop.run_in_executor(None, functools.partial(self.codec.encode, payload, shm_timeout=timeout))
+            fut = loop.run_in_executor(_executor("encode"), functools.partial(self.codec.encode, payload, shm_timeout=timeout))
             try:
                 encoded = await asyncio.shield(fut)
             except asyncio.CancelledError:

@@ -211,8 +211,11 @@ class Codec:
     Sender side: ``Codec(pool=ShmPool(prefix), shm_threshold=1 << 20)``;
     without a pool every tensor travels inline. Receiver side: ``reader``
     resolves shared-memory references (a default :class:`ShmReader` is
-    made on first use). One codec per process is the intended use; it is
-    thread-safe.
+    made on first use); ``shm_copy`` is the default receive mode for
+    shared-memory tensors (``True``: copy out and release at once, the safe
+    default; ``False``: zero-copy views that pin the sender's budget while
+    alive, one copy less, see :mod:`.shm`). One codec per process is the
+    intended use; it is thread-safe.
     """
 
     def __init__(
@@ -224,6 +227,7 @@ class Codec:
         inline_bytes_max: int = DEFAULT_INLINE_BYTES_MAX,
         limits: CodecLimits = CodecLimits(),
         shm_timeout: float | None = None,
+        shm_copy: bool = True,
     ) -> None:
         if shm_threshold < 1:
             raise ValueError(f"shm_threshold={shm_threshold} must be >= 1 byte")
@@ -233,6 +237,7 @@ class Codec:
         self.inline_bytes_max = int(inline_bytes_max)
         self.limits = limits
         self.shm_timeout = shm_timeout
+        self.shm_copy = shm_copy
 
     # -- encode ----------------------------------------------------------------------
 
@@ -398,16 +403,19 @@ class Codec:
 
     # -- decode ----------------------------------------------------------------------
 
-    def decode(self, frames: Sequence[Any], *, device: str | torch.device | None = None, shm_copy: bool = True) -> Any:
+    def decode(self, frames: Sequence[Any], *, device: str | torch.device | None = None, shm_copy: bool | None = None) -> Any:
         """Decode frames produced by :meth:`encode` (``zmq.Frame``, bytes or memoryviews).
 
         ``device``: move tensors there (``None`` keeps them on the CPU).
         ``shm_copy``: ``True`` copies shared-memory tensors out and releases
         the segments before returning; ``False`` returns zero-copy views
-        that pin the sender's segments until freed (see :mod:`.shm`).
+        that pin the sender's segments until freed (see :mod:`.shm`);
+        ``None`` uses the codec's ``shm_copy``.
         Raises :class:`CodecError` on malformed input; shared-memory
         references of a message that fails to decode are released.
         """
+        if shm_copy is None:
+            shm_copy = self.shm_copy
         bufs, refs, tree = self._parse(frames)
         used_bufs: set[int] = set()
         used_refs: set[int] = set()
