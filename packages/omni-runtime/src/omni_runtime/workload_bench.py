@@ -478,7 +478,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         title = f"omni bench: {model}, {args.requests} requests per row, {'streaming' if args.stream else 'non-streaming'}, device {args.device or 'as declared'}"
         print(render_table(rows, title=title))
-    return 1 if rows and all(r.failed == r.requests for r in rows) else 0
+    # Every request failing is a tool failure (a broken pipeline), not a usage mistake.
+    return 2 if rows and all(r.failed == r.requests for r in rows) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
