@@ -179,6 +179,22 @@ HANDOFFS = {
                 return lambda p: _ENGINE
         """,
     },
+    "registry method that rebinds its own attribute is a write": {
+        "m/stages.py": """
+            class Table:
+                def __init__(self):
+                    self.rows = []
+                def replace(self, rows):
+                    self.rows = list(rows)
+                def first(self):
+                    return self.rows[0]
+            TABLE = Table()
+            def build_preprocessing():
+                return lambda p: TABLE.replace([p])
+            def build_tts_engine():
+                return lambda p: TABLE.first()
+        """,
+    },
     "sentinel rebound through global, annotated": {
         "m/stages.py": """
             from typing import Optional
@@ -224,6 +240,28 @@ HANDOFFS = {
                 return lambda p: _publish_all([p], sink=_JOBS.put)
             def build_tts_engine():
                 return Consumer()
+        """,
+    },
+    "state injected into constructors and helpers of the tree": {
+        "m/workers.py": """
+            class Producer:
+                def __init__(self, sink, limit=8):
+                    self.sink = sink
+                    self.limit = limit
+                def process(self, p):
+                    self.sink.append(p)
+                    return p
+            def drain(buffer, n=1):
+                return [buffer.pop() for _ in range(n)]
+        """,
+        "m/stages.py": """
+            from collections import deque
+            from .workers import Producer, drain
+            _BUFFER = deque()
+            def build_preprocessing():
+                return Producer(_BUFFER, limit=4)
+            def build_tts_engine():
+                return lambda p: drain(n=1, buffer=_BUFFER)
         """,
     },
     "star import of a state module": {
@@ -323,6 +361,15 @@ NOT_HANDOFFS = {
                 holder: Publisher | None = None
                 return holder
             return process
+    """,
+    "a read-only table passed to a helper in both stages": """
+        ABBREVIATIONS = {"dr": "doctor"}
+        def expand(text, table):
+            return " ".join(table.get(word, word) for word in text.split())
+        def build_preprocessing():
+            return lambda p: expand(p.data["text"], ABBREVIATIONS)
+        def build_tts_engine():
+            return lambda p: expand(p.data["text"], table=ABBREVIATIONS)
     """,
     "a local that aliased a state and is rebound is not the state": """
         _DEFAULTS = {"speed": 1.0}

@@ -17,6 +17,8 @@ from typing import Union
 import libcst as cst
 
 from .project import (
+    ParamKey,
+    ParamSym,
     ClassSelfSym,
     ClassSym,
     FuncSym,
@@ -33,13 +35,13 @@ from .source import ParsedFile
 from .walk import walk
 from .verbs import CONSUME, FILL, WRITE, container_effect, guess_kind
 
-AccessKey = Union[StateKey, SelfKey]
+AccessKey = Union[StateKey, SelfKey, ParamKey]
 
 
 @dataclass(frozen=True)
 class Access:
     key: AccessKey
-    kind: str  # read | write | cache
+    kind: str  # read | write | cache | rebind (an attribute or parameter given a new object)
     parsed: ParsedFile = field(compare=False, repr=False)
     node: cst.CSTNode = field(compare=False, repr=False)
 
@@ -101,6 +103,7 @@ class Analyzer:
         self._returns_busy: set[FuncKey] = set()
         self._effects: dict[FuncKey, frozenset[str]] = {}
         self._self_aliases: dict[ClassKey, dict[str, StateKey]] = {}
+        self._param_effects: dict[ParamKey, frozenset[str]] = {}
 
     # -- scopes and names ------------------------------------------------------
 
@@ -151,6 +154,8 @@ class Analyzer:
                 return FuncSym(key) if isinstance(key, FuncKey) else ClassSym(key)
             if name == current.self_name:
                 return current.self_sym
+            if name in current.params and not current.bindings.get(name):
+                return ParamSym(ParamKey(current.func.key, name))
             if name in current.locals and name not in current.nonlocals:
                 marker = (current.func.key, name)
                 if marker in guard:
@@ -252,20 +257,42 @@ class Analyzer:
                             aliases.setdefault(attr, sym.key)
         return aliases.get(key.attr)
 
+    def param_effect(self, key: ParamKey) -> frozenset[str]:
+        """What a function does to one of its parameters: its own accesses, plus, for a constructor
+        that keeps the argument on ``self``, what the class's methods do to that attribute."""
+        if key in self._param_effects:
+            return self._param_effects[key]
+        self._param_effects[key] = frozenset()  # recursion guard
+        facts = self.facts(key.func)
+        kinds = {access.kind for access in facts.accesses if access.key == key and access.kind != "rebind"}
+        func = self.project.function(key.func)
+        scope = self.scope(key.func)
+        if func is not None and func.cls is not None and func.node.name.value == "__init__" and scope is not None and scope.self_name:
+            collector = _SelfAssignValues(scope.self_name)
+            walk(func.node.body, collector)
+            kept = {attr for attr, value in collector.pairs if isinstance(value, cst.Name) and value.value == key.name}
+            if kept:
+                for method in self.project.effective_methods(func.cls):
+                    for access in self.facts(method).accesses:
+                        if isinstance(access.key, SelfKey) and access.key.attr in kept and access.kind != "rebind":
+                            kinds.add(access.kind)
+        self._param_effects[key] = frozenset(kinds)
+        return self._param_effects[key]
+
     def method_effect(self, key: FuncKey) -> frozenset[str]:
         """How calling a registry method touches its instance's own attributes."""
         if key in self._effects:
             return self._effects[key]
         self._effects[key] = frozenset()  # recursion guard
         facts = self.facts(key)
-        kinds = {access.kind for access in facts.accesses if isinstance(access.key, SelfKey)}
+        kinds = {"write" if access.kind == "rebind" else access.kind for access in facts.accesses if isinstance(access.key, SelfKey)}
         for callee in facts.self_calls:
             kinds |= self.method_effect(callee)
         self._effects[key] = frozenset(kinds)
         return self._effects[key]
 
     def call_effect(self, key: AccessKey, verb: str, reaches: set) -> tuple[str, ...]:
-        if isinstance(key, SelfKey):
+        if isinstance(key, (SelfKey, ParamKey)):
             return container_effect("object", verb)
         state = self.project.state(key)
         if state is None:
@@ -432,7 +459,7 @@ class _Walker:
     def _follow(self, sym: Sym, index: int) -> None:
         from_self = isinstance(sym, (InstanceSym, ClassSelfSym, SuperSym))
         current: Sym | None = sym
-        while not isinstance(current, (StateSym, SelfAttrSym)):
+        while not isinstance(current, (StateSym, SelfAttrSym, ParamSym)):
             parent = self._parent(index)
             if isinstance(parent, cst.Attribute) and parent.value is self.stack[index]:
                 current = self.an.project.member(current, parent.attr.value)
@@ -446,6 +473,8 @@ class _Walker:
         elif isinstance(current, SelfAttrSym):
             aliased = self.an.self_alias(current.key)
             self._state_use(aliased if aliased is not None else current.key, index)
+        elif isinstance(current, ParamSym):
+            self._state_use(current.key, index)
         elif isinstance(current, FuncSym):
             self.reaches.add(current.key)
             parent = self._parent(index)
@@ -486,10 +515,15 @@ class _Walker:
                 kinds = ("write",)
         elif isinstance(parent, cst.Call) and parent.func is node:
             kinds = ("read",)
+        elif not attrs and isinstance(parent, cst.Arg) and parent.value is node and isinstance(self._parent(index - 1), cst.Call):
+            # passed to a function of the tree: what the callee does to that parameter (at least a read)
+            kinds = ("read", *self._argument_effect(parent, self._parent(index - 1)))  # type: ignore[arg-type]
         else:
             context = self._store_context(index)
             if context == "store" and not attrs and self._guarded_by(index, head):
                 kinds = ("gfill",)  # ``if X is None: X = build()``: a lazily initialised global
+            elif context in ("store", "del") and not attrs and not isinstance(key, StateKey):
+                kinds = ("rebind",)  # ``self.x = ...`` replaces what the attribute holds, it does not mutate it
             elif context in ("store", "del"):
                 kinds = ("write",)
             elif context == "aug":
@@ -507,6 +541,37 @@ class _Walker:
             self.used.add(key)
         for kind in kinds:
             self.raw[key].append((kind, head))
+
+    def _argument_effect(self, arg: cst.Arg, call: cst.Call) -> tuple[str, ...]:
+        if arg.star:
+            return ()
+        target = self.an.resolve_value(self.scope, call.func)
+        callee: FuncKey | None = None
+        skip_first = False
+        if isinstance(target, ClassSym):
+            init = self.an.project.class_member(target.key, "__init__")
+            if isinstance(init, FuncSym):
+                callee, skip_first = init.key, True
+        elif isinstance(target, FuncSym):
+            callee = target.key
+            func = self.an.project.function(callee)
+            skip_first = func is not None and func.kind in ("method", "classmethod")
+        if callee is None:
+            return ()
+        func = self.an.project.function(callee)
+        if func is None:
+            return ()
+        if arg.keyword is not None:
+            name = arg.keyword.value
+        else:
+            position = [a for a in call.args if a.keyword is None and not a.star].index(arg)
+            params = [p.name.value for p in (*func.node.params.posonly_params, *func.node.params.params)]
+            if skip_first:
+                params = params[1:]
+            if position >= len(params):
+                return ()
+            name = params[position]
+        return tuple(sorted(self.an.param_effect(ParamKey(callee, name))))
 
     def _in_if_test(self, index: int) -> bool:
         stack = self.stack

@@ -72,6 +72,19 @@ class SelfAttrSym:
 
 
 @dataclass(frozen=True)
+class ParamKey:
+    """A parameter of a function of the tree (used to summarise what a callee does to an argument)."""
+
+    func: FuncKey
+    name: str
+
+
+@dataclass(frozen=True)
+class ParamSym:
+    key: ParamKey
+
+
+@dataclass(frozen=True)
 class InstanceSym:
     """``self`` in a method of ``cls``."""
 
@@ -92,7 +105,7 @@ class SuperSym:
     cls: ClassKey
 
 
-Sym = Union[ModuleSym, FuncSym, ClassSym, StateSym, SelfAttrSym, InstanceSym, ClassSelfSym, SuperSym]
+Sym = Union[ModuleSym, FuncSym, ClassSym, StateSym, SelfAttrSym, ParamSym, InstanceSym, ClassSelfSym, SuperSym]
 
 
 class Project:
