@@ -110,3 +110,12 @@ def test_weight_bearing_stages_default_to_dummy_weights(case):
 def test_fractions_on_one_gpu_fit(case):
     pipeline = load_config(_config_class(case)().pipeline_file())
     assert sum(s.memory_fraction or 0 for s in pipeline.stages) <= 1.0
+
+
+def test_importing_the_package_stays_light():
+    import subprocess
+    import sys
+
+    code = "import sys, omni_models; import omni_models.common; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr

@@ -79,8 +79,8 @@ def build_preprocessing() -> Preprocessing:
     return Preprocessing()
 
 
-def build_reference_encoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> ReferenceEncoder:
-    return ReferenceEncoder(Loader.create(load_format, model_path, seed, device))
+def build_reference_encoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> ReferenceEncoder:
+    return ReferenceEncoder(Loader.create(load_format, model_path, seed, device, num_threads))
 
 
 def build_tts_engine(
@@ -88,10 +88,11 @@ def build_tts_engine(
     model_path: str | None = None,
     seed: int = DEFAULT_SEED,
     device: str | None = None,
+    num_threads: int | None = 1,
     temperature: float = 0.8,
     top_k: int = 50,
 ) -> TTSEngine:
-    loader = Loader.create(load_format, model_path, seed, device)
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return TTSEngine(
         AREngine(
             model_name=MODEL, model=loader.get(components(), "lm"), seed=seed, params=SamplingParams(temperature, top_k),
@@ -101,9 +102,9 @@ def build_tts_engine(
 
 
 def build_vocoder(
-    load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, chunk_frames: int = 12
+    load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1, chunk_frames: int = 12
 ) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, device)
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     quantizer = loader.get(components(), "codec.quantizer")
     return CodecVocoder(
         model=MODEL, stage="vocoder", frontend=lambda first_chunk: quantizer.decode,

@@ -20,7 +20,8 @@ from .ar import ARConfig, ARModel
 from .codec import CodecConfig, CodecDecoder, CodecEncoder, ResidualVQ
 from .flow import FlowEstimator
 from .speaker import SpeakerEncoder, SpeakerEncoderConfig
-from .weights import DEFAULT_SEED, LOAD_FORMATS, load_component, resolve_device
+from .sampling import stable_seed
+from .weights import DEFAULT_SEED, LOAD_FORMATS, init_dummy, load_component, resolve_device, save_checkpoint
 
 Component = tuple[Callable[[Any], nn.Module], Hashable]
 
@@ -101,8 +102,5 @@ class Loader:
 def export_dummy_checkpoint(components: dict[str, Component], directory: str, seed: int = DEFAULT_SEED) -> str:
     """Write the seeded random weights of every component as a safetensors checkpoint directory
     (the layout ``load_format: safetensors`` reads)."""
-    from .weights import init_dummy, save_checkpoint
-    from .sampling import stable_seed
-
     modules = {name: init_dummy(build(config), stable_seed(seed, name)) for name, (build, config) in components.items()}
     return str(save_checkpoint(directory, modules))

@@ -15,7 +15,9 @@ from typing import Any
 
 import torch
 
+from .ar import generate_frames
 from .codec import CodecDecoder, StreamingDecode
+from .sampling import generator_for
 
 
 def with_data(payload: Any, data: dict[str, Any]) -> Any:
@@ -155,9 +157,6 @@ class AREngine:
         self.chunk_frames, self.first_chunk_frames = chunk_frames, first_chunk_frames
 
     def frames(self, request: Any, cond: torch.Tensor | None, prompt_codes: torch.Tensor | None, ctx: Any) -> Iterator[torch.Tensor]:
-        from .ar import generate_frames
-        from .sampling import generator_for
-
         with torch.inference_mode():
             prompt = self.model.prompt(request.input_ids, cond, prompt_codes)
         return generate_frames(

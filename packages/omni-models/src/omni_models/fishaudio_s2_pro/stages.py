@@ -72,12 +72,13 @@ def build_tts_engine(
     model_path: str | None = None,
     seed: int = DEFAULT_SEED,
     device: str | None = None,
+    num_threads: int | None = 1,
     chunk_frames: int = 8,
     first_chunk_frames: int = 3,
     temperature: float = 0.8,
     top_k: int = 50,
 ) -> TTSEngine:
-    loader = Loader.create(load_format, model_path, seed, device)
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     engine = AREngine(
         model_name=MODEL, model=loader.get(components(), "dual_ar"), seed=seed, params=SamplingParams(temperature, top_k),
         chunk_frames=chunk_frames, first_chunk_frames=first_chunk_frames,
@@ -85,8 +86,8 @@ def build_tts_engine(
     return TTSEngine(engine, loader)
 
 
-def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, device)
+def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> CodecVocoder:
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     quantizer = loader.get(components(), "codec.quantizer")
     return CodecVocoder(
         model=MODEL, stage="vocoder", frontend=lambda first_chunk: quantizer.decode,

@@ -106,8 +106,8 @@ class FlowFrontend:
         return lambda tokens: self.flow(tokens, speaker, noise)
 
 
-def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> Preprocessing:
-    stage = Preprocessing(Loader.create(load_format, model_path, seed, device))
+def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> Preprocessing:
+    stage = Preprocessing(Loader.create(load_format, model_path, seed, device, num_threads))
     register_context(PreprocessingContext(speaker_dim=SPEAKER.embed_dim, tokenizer_vocab=TOKENIZER.vocab_size))
     return stage
 
@@ -117,6 +117,7 @@ def build_tts_engine(
     model_path: str | None = None,
     seed: int = DEFAULT_SEED,
     device: str | None = None,
+    num_threads: int | None = 1,
     chunk_frames: int = 25,
     first_chunk_frames: int = 8,
     temperature: float = 0.8,
@@ -128,7 +129,7 @@ def build_tts_engine(
             f"{MODEL}: preprocessing produces speaker dim {context.speaker_dim} / vocab {context.tokenizer_vocab}, "
             f"the LM expects {AR.cond_dim} / {AR.text_vocab}"
         )
-    loader = Loader.create(load_format, model_path, seed, device)
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return TTSEngine(
         AREngine(
             model_name=MODEL, model=loader.get(components(), "llm"), seed=seed, params=SamplingParams(temperature, top_k),
@@ -137,8 +138,8 @@ def build_tts_engine(
     )
 
 
-def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, device)
+def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> CodecVocoder:
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return CodecVocoder(
         model=MODEL, stage="vocoder", frontend=FlowFrontend(loader.get(components(), "flow"), seed, loader.device),
         decoder=loader.get(components(), "hift"),

@@ -79,8 +79,8 @@ def build_preprocessing() -> Preprocessing:
     return Preprocessing()
 
 
-def build_audio_encoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> AudioEncoder:
-    return AudioEncoder(Loader.create(load_format, model_path, seed, device))
+def build_audio_encoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> AudioEncoder:
+    return AudioEncoder(Loader.create(load_format, model_path, seed, device, num_threads))
 
 
 def build_tts_engine(
@@ -88,12 +88,13 @@ def build_tts_engine(
     model_path: str | None = None,
     seed: int = DEFAULT_SEED,
     device: str | None = None,
+    num_threads: int | None = 1,
     chunk_frames: int = 12,
     first_chunk_frames: int = 4,
     temperature: float = 0.8,
     top_k: int = 50,
 ) -> TTSEngine:
-    loader = Loader.create(load_format, model_path, seed, device)
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return TTSEngine(
         AREngine(
             model_name=MODEL, model=loader.get(components(), "llm"), seed=seed, params=SamplingParams(temperature, top_k),
@@ -102,8 +103,8 @@ def build_tts_engine(
     )
 
 
-def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, device)
+def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> CodecVocoder:
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     quantizer = loader.get(components(), "audio_tokenizer.quantizer")
     return CodecVocoder(
         model=MODEL,

@@ -110,8 +110,8 @@ def build_preprocessing() -> Preprocessing:
     return Preprocessing()
 
 
-def build_reference_encode(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> ReferenceEncode:
-    return ReferenceEncode(Loader.create(load_format, model_path, seed, device))
+def build_reference_encode(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> ReferenceEncode:
+    return ReferenceEncode(Loader.create(load_format, model_path, seed, device, num_threads))
 
 
 def build_tts_engine(
@@ -119,16 +119,17 @@ def build_tts_engine(
     model_path: str | None = None,
     seed: int = DEFAULT_SEED,
     device: str | None = None,
+    num_threads: int | None = 1,
     chunk_frames: int = 10,
     first_chunk_frames: int = 3,
 ) -> TTSEngine:
     if chunk_frames < 1 or first_chunk_frames < 1:
         raise ValueError(f"chunk_frames and first_chunk_frames must be >= 1, got {chunk_frames} and {first_chunk_frames}")
-    return TTSEngine(Loader.create(load_format, model_path, seed, device), chunk_frames, first_chunk_frames)
+    return TTSEngine(Loader.create(load_format, model_path, seed, device, num_threads), chunk_frames, first_chunk_frames)
 
 
-def build_audio_decode(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, device)
+def build_audio_decode(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> CodecVocoder:
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return CodecVocoder(
         model=MODEL, stage="audio_decode", frontend=lambda first_chunk: (lambda latents: latents),
         decoder=loader.get(components(), "audio_vae.decoder"),

@@ -78,8 +78,8 @@ class TTSEngine:
         return with_data(payload, {"num_frames": total, "frame_rate": CODEC.frame_rate})
 
 
-def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> Preprocessing:
-    return Preprocessing(Loader.create(load_format, model_path, seed, device))
+def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> Preprocessing:
+    return Preprocessing(Loader.create(load_format, model_path, seed, device, num_threads))
 
 
 def build_tts_engine(
@@ -87,12 +87,13 @@ def build_tts_engine(
     model_path: str | None = None,
     seed: int = DEFAULT_SEED,
     device: str | None = None,
+    num_threads: int | None = 1,
     chunk_frames: int = 12,
     first_chunk_frames: int = 4,
     temperature: float = 0.8,
     top_k: int = 50,
 ) -> TTSEngine:
-    loader = Loader.create(load_format, model_path, seed, device)
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return TTSEngine(
         AREngine(
             model_name=MODEL, model=loader.get(components(), "model"), seed=seed, params=SamplingParams(temperature, top_k),
@@ -101,8 +102,8 @@ def build_tts_engine(
     )
 
 
-def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, device)
+def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> CodecVocoder:
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     quantizer = loader.get(components(), "codec.quantizer")
     return CodecVocoder(
         model=MODEL, stage="vocoder", frontend=lambda first_chunk: quantizer.decode,

@@ -96,8 +96,8 @@ def codec_placement(device: str | None, codec_device: str | None) -> str:
     return str(target)
 
 
-def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> Preprocessing:
-    return Preprocessing(Loader.create(load_format, model_path, seed, device))
+def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> Preprocessing:
+    return Preprocessing(Loader.create(load_format, model_path, seed, device, num_threads))
 
 
 def build_tts_engine(
@@ -105,12 +105,13 @@ def build_tts_engine(
     model_path: str | None = None,
     seed: int = DEFAULT_SEED,
     device: str | None = None,
+    num_threads: int | None = 1,
     chunk_frames: int = 5,
     first_chunk_frames: int = 2,
     temperature: float = 0.8,
     top_k: int = 50,
 ) -> TTSEngine:
-    loader = Loader.create(load_format, model_path, seed, device)
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return TTSEngine(
         AREngine(
             model_name=MODEL, model=loader.get(components(), "backbone"), seed=seed, params=SamplingParams(temperature, top_k),
@@ -124,9 +125,10 @@ def build_vocoder(
     model_path: str | None = None,
     seed: int = DEFAULT_SEED,
     device: str | None = None,
+    num_threads: int | None = 1,
     codec_device: str | None = None,
 ) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, codec_placement(device, codec_device))
+    loader = Loader.create(load_format, model_path, seed, codec_placement(device, codec_device), num_threads)
     quantizer = loader.get(components(), "codec.quantizer")
     return CodecVocoder(
         model=MODEL, stage="vocoder", frontend=lambda first_chunk: quantizer.decode,

@@ -67,8 +67,8 @@ class TTSEngine:
         return with_data(payload, {"num_frames": total, "frame_rate": CODEC.frame_rate})
 
 
-def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> Preprocessing:
-    stage = Preprocessing(Loader.create(load_format, model_path, seed, device))
+def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> Preprocessing:
+    stage = Preprocessing(Loader.create(load_format, model_path, seed, device, num_threads))
     register_context(PreprocessingContext(speaker_dim=SPEAKER.embed_dim, tokenizer_vocab=TOKENIZER.vocab_size))
     return stage
 
@@ -78,6 +78,7 @@ def build_tts_engine(
     model_path: str | None = None,
     seed: int = DEFAULT_SEED,
     device: str | None = None,
+    num_threads: int | None = 1,
     chunk_frames: int = 6,
     first_chunk_frames: int = 2,
     temperature: float = 0.8,
@@ -89,7 +90,7 @@ def build_tts_engine(
             f"{MODEL}: preprocessing produces speaker dim {context.speaker_dim} / vocab {context.tokenizer_vocab}, "
             f"the talker expects {AR.cond_dim} / {AR.text_vocab}"
         )
-    loader = Loader.create(load_format, model_path, seed, device)
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return TTSEngine(
         AREngine(
             model_name=MODEL, model=loader.get(components(), "talker"), seed=seed, params=SamplingParams(temperature, top_k),
@@ -98,8 +99,8 @@ def build_tts_engine(
     )
 
 
-def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, device)
+def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> CodecVocoder:
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     quantizer = loader.get(components(), "speech_tokenizer.quantizer")
     return CodecVocoder(
         model=MODEL, stage="vocoder", frontend=lambda first_chunk: quantizer.decode,

@@ -82,10 +82,11 @@ def build_tts_generation(
     model_path: str | None = None,
     seed: int = DEFAULT_SEED,
     device: str | None = None,
+    num_threads: int | None = 1,
     temperature: float = 0.8,
     top_k: int = 50,
 ) -> TTSGeneration:
-    loader = Loader.create(load_format, model_path, seed, device)
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return TTSGeneration(
         AREngine(
             model_name=MODEL, model=loader.get(components(), "backbone"), seed=seed, params=SamplingParams(temperature, top_k),
@@ -95,9 +96,9 @@ def build_tts_generation(
 
 
 def build_vocoder(
-    load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, chunk_frames: int = 6
+    load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1, chunk_frames: int = 6
 ) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, device)
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
     quantizer = loader.get(components(), "codec.quantizer")
     return CodecVocoder(
         model=MODEL, stage="vocoder", frontend=lambda first_chunk: quantizer.decode,
