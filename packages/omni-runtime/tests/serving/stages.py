@@ -7,7 +7,8 @@ request fields, the way a client would send them through ``extra_body``:
 
 - ``gate_dir``: after the first chunk the vocoder waits for ``<gate_dir>/open``
   (lets a test prove chunks reach it before the request finishes, without timing);
-- ``marker_dir``: the vocoder writes ``<request_id>.cancelled`` or ``.finished`` there;
+- ``marker_dir``: the vocoder writes ``<request_id>.waiting`` after its first chunk, then
+  ``<request_id>.cancelled`` or ``.finished``;
 - ``return_whole``: return the audio in the final payload instead of streaming it;
 - env ``SERVING_TEST_PID_DIR``: each factory writes ``<stage>.pid`` there;
 - text containing ``FAIL_FRONTEND`` / ``FAIL_VOCODER`` / ``FAIL_MIDSTREAM`` raises.
@@ -81,6 +82,7 @@ class SineVocoder:
             if index == 1:
                 if "FAIL_MIDSTREAM" in text:
                     raise RuntimeError("vocoder failed after the first chunk")
+                _touch(marker, "waiting")
                 if data.get("gate_dir") and not await self._wait_gate(Path(data["gate_dir"]), ctx):
                     _touch(marker, "cancelled")
                     return StagePayload(payload.request_id, {"sample_rate": self.sample_rate})
