@@ -42,6 +42,22 @@ def _band_energy_fraction(audio: torch.Tensor, rate: int, low: float, high: floa
     return float(power[band].sum() / power.sum())
 
 
+def _voiced_pitches(audio: torch.Tensor, rate: int, frame_s: float = 0.04) -> list[float]:
+    """Pitch (Hz) of each loud, clearly periodic frame, from its autocorrelation peak."""
+    frame = int(rate * frame_s)
+    frames = audio[: audio.shape[0] // frame * frame].double().reshape(-1, frame)
+    loud = frames.pow(2).mean(dim=1).sqrt() > 0.5 * frames.pow(2).mean().sqrt()
+    lo, hi = rate // 400, rate // 60
+    pitches = []
+    for x in frames[loud]:
+        x = x - x.mean()
+        corr = torch.stack([(x[:-lag] * x[lag:]).sum() for lag in range(lo, hi)]) / (x * x).sum()
+        best = int(corr.argmax())
+        if corr[best] > 0.5:
+            pitches.append(rate / (lo + best))
+    return pitches
+
+
 def _run(text: str, **request: Any) -> tuple[RecordingContext, RecordingContext, StagePayload]:
     pre = stages.build_preprocessing()
     engine = stages.build_tts_engine()
@@ -126,6 +142,11 @@ def test_vocoder_output_is_normalised_24khz_speech() -> None:
     rms = float(audio.pow(2).mean().sqrt())
     assert rms > 0.02, "speech must not be near-silent"
     assert _band_energy_fraction(audio, 24_000, 80.0, 4_000.0) > 0.8
+    # Speech, not noise: most loud frames are periodic with a voice's pitch.
+    loud_frames = _voiced_pitches(audio, 24_000)
+    assert len(loud_frames) >= 10
+    median_pitch = sorted(loud_frames)[len(loud_frames) // 2]
+    assert 70.0 <= median_pitch <= 300.0
     # Proper interpolation, not a rate change: the resampled pitch matches the source's.
     source_audio = torch.cat([c["pcm"] for c in engine_ctx.emitted]).float() / 32768
     reference = resample(source_audio, 22_050, 24_000)
