@@ -24,6 +24,21 @@ from .streaming import AudioStreamResponse, ClientGone, until_disconnect
 from .synthesis import audio_parts, collect_audio
 
 SPEECH = "/v1/audio/speech"
+_SPEECH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["input"],
+    "properties": {
+        "model": {"type": "string", "description": "a served model id (GET /v1/models); default: the first one"},
+        "input": {"type": "string", "minLength": 1, "description": "the text to speak (bounded, 4096 characters by default)"},
+        "voice": {"oneOf": [{"type": "string"}, {"type": "object", "properties": {"id": {"type": "string"}}}]},
+        "response_format": {"type": "string", "enum": ["wav", "pcm", "flac"], "default": "wav"},
+        "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
+        "stream": {"type": "boolean", "default": False, "description": "send audio chunks as they are produced (wav, pcm)"},
+        "stream_format": {"type": "string", "enum": ["audio"]},
+        "instructions": {"type": "string"},
+    },
+    "additionalProperties": True,
+}
 
 
 @dataclass(frozen=True)
@@ -48,8 +63,9 @@ def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
     app.state.metrics = metrics
     install_handlers(app)
 
-    @app.post(SPEECH)
+    @app.post(SPEECH, openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": _SPEECH_SCHEMA}}}})
     async def speech(request: Request) -> Response:
+        """Synthesize ``input``; the body is validated by hand so errors carry OpenAI's ``param`` and ``code``."""
         started = time.perf_counter()
         try:
             response = await _speech(request, runtime, settings, metrics, started)
