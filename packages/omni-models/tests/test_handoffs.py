@@ -176,3 +176,14 @@ def test_moss_split_codec_placement():
             codec_placement("cuda:0", "cuda:1")
     else:
         assert codec_placement("cuda:0", "cuda:1") == "cuda:1"
+
+
+@pytest.mark.parametrize("folder", ["qwen3_tts", "fun_cosyvoice3"])
+def test_stale_prepared_requests_are_dropped(folder, stages, monkeypatch):
+    handoff = pytest.importorskip(f"omni_models.{folder}.handoff")
+    pre = stages(folder)["preprocessing"]
+    pre.process(StagePayload("stale", {"text": "a"}), None)
+    monkeypatch.setattr(handoff, "PREPARED_TTL_S", -1.0)
+    pre.process(StagePayload("fresh", {"text": "b"}), None)
+    assert "stale" not in handoff._PREPARED_REQUESTS
+    handoff._PREPARED_REQUESTS.pop("fresh", None)

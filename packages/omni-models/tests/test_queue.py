@@ -130,6 +130,16 @@ def test_concurrent_producers_and_consumers_hand_over_every_request_exactly_once
 
 def test_aborted_memory_is_bounded():
     q = make()
-    for i in range(q.ABORTED_MEMORY + 10):
+    for i in range(q.GONE_MEMORY + 10):
         q.abort(f"r{i}")
-    assert len(q._aborted) == q.ABORTED_MEMORY
+    assert len(q._gone) == q.GONE_MEMORY
+
+
+def test_unconsumed_slots_expire_on_the_next_begin():
+    q = PreparedRequestQueue("moss_tts_delay", max_age_s=0.0)
+    q.begin("old")
+    q.publish("old", 1)
+    q.begin("new")
+    assert "old" not in q and "new" in q
+    with pytest.raises(HandoffError, match="no prepared request for old \\(it expired after 0 s unconsumed\\)"):
+        q.pop("old")

@@ -6,11 +6,16 @@ aborted, or was already published raises, so a late or duplicate producer can ne
 engine stale state. The object lives in process memory, which is why the model declares
 ``preprocessing -> tts_engine`` process-local: in another process the queue is empty and
 ``pop`` raises an error naming the edge instead of silently rebuilding the request.
+
+The stage contract has no per-stage abort hook, so a request cancelled between the two stages
+would leave its slot behind; slots older than ``max_age_s`` are dropped on the next ``begin``
+(and a late ``pop`` for one says it expired).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 
@@ -22,57 +27,67 @@ class PreparedRequestQueue:
     """Thread-safe map of request id -> prepared request with begin/publish/abort/pop."""
 
     _PENDING = object()
-    ABORTED_MEMORY = 4096
+    #: How many recently aborted or expired ids are remembered for precise error messages.
+    GONE_MEMORY = 4096
 
-    def __init__(self, model: str, src: str = "preprocessing", dst: str = "tts_engine"):
-        self.model, self.src, self.dst = model, src, dst
+    def __init__(self, model: str, src: str = "preprocessing", dst: str = "tts_engine", max_age_s: float = 600.0):
+        self.model, self.src, self.dst, self.max_age_s = model, src, dst, max_age_s
         self._lock = threading.Condition()
-        self._slots: dict[str, Any] = {}
-        # Recently aborted ids (bounded), so a late publish for them fails closed with a clear reason.
-        self._aborted: dict[str, None] = {}
+        self._slots: dict[str, tuple[float, Any]] = {}
+        self._gone: dict[str, str] = {}
+
+    def _forget(self, request_id: str, why: str) -> None:
+        self._slots.pop(request_id, None)
+        self._gone[request_id] = why
+        while len(self._gone) > self.GONE_MEMORY:
+            del self._gone[next(iter(self._gone))]
+
+    def _prune(self) -> None:
+        deadline = time.monotonic() - self.max_age_s
+        for rid in [rid for rid, (t, _) in self._slots.items() if t < deadline]:
+            self._forget(rid, f"it expired after {self.max_age_s:g} s unconsumed")
 
     def begin(self, request_id: str) -> None:
         with self._lock:
+            self._prune()
             if request_id in self._slots:
                 raise HandoffError(f"{self.model}: request {request_id} was already begun in the prepared-request queue")
-            self._aborted.pop(request_id, None)
-            self._slots[request_id] = self._PENDING
+            self._gone.pop(request_id, None)
+            self._slots[request_id] = (time.monotonic(), self._PENDING)
 
     def publish(self, request_id: str, prepared: Any) -> None:
         with self._lock:
-            if request_id in self._aborted:
-                raise HandoffError(f"{self.model}: cannot publish request {request_id}: it was aborted")
+            if request_id in self._gone:
+                raise HandoffError(f"{self.model}: cannot publish request {request_id}: {self._gone[request_id]}")
             if request_id not in self._slots:
                 raise HandoffError(f"{self.model}: cannot publish request {request_id}: begin() was not called for it")
-            if self._slots[request_id] is not self._PENDING:
+            began, state = self._slots[request_id]
+            if state is not self._PENDING:
                 raise HandoffError(f"{self.model}: request {request_id} was already published")
-            self._slots[request_id] = prepared
+            self._slots[request_id] = (began, prepared)
             self._lock.notify_all()
 
     def abort(self, request_id: str) -> bool:
         """Drop the request's slot; a later publish raises. True if there was a slot."""
         with self._lock:
             existed = request_id in self._slots
-            self._slots.pop(request_id, None)
-            self._aborted[request_id] = None
-            while len(self._aborted) > self.ABORTED_MEMORY:
-                del self._aborted[next(iter(self._aborted))]
+            self._forget(request_id, "it was aborted")
             self._lock.notify_all()
             return existed
 
     def pop(self, request_id: str, timeout: float = 0.0) -> Any:
         """Take the published request, waiting up to ``timeout`` seconds for a begun one."""
         with self._lock:
-            self._lock.wait_for(lambda: self._slots.get(request_id, None) is not self._PENDING, timeout)
-            state = self._slots.get(request_id, self._PENDING)
-            if request_id not in self._slots or state is self._PENDING:
-                why = "it was aborted" if request_id in self._aborted else "nothing was published for it in this process"
+            self._lock.wait_for(lambda: self._slots.get(request_id, (0, None))[1] is not self._PENDING, timeout)
+            slot = self._slots.get(request_id)
+            if slot is None or slot[1] is self._PENDING:
+                why = self._gone.get(request_id, "nothing was published for it in this process")
                 raise HandoffError(
                     f"{self.model}: no prepared request for {request_id} ({why}): the handoff {self.src} -> {self.dst} "
                     f"is process-local; keep both stages in one process"
                 )
             del self._slots[request_id]
-            return state
+            return slot[1]
 
     def __len__(self) -> int:
         with self._lock:

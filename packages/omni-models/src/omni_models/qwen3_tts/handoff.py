@@ -8,6 +8,7 @@ process memory, which is why ``preprocessing -> tts_engine`` is declared process
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,11 @@ MODEL = "qwen3_tts"
 EDGE = "preprocessing -> tts_engine"
 
 _PREPROCESSING_CONTEXT: dict[str, Any] = {}
-_PREPARED_REQUESTS: dict[str, "PreparedRequest"] = {}
+_PREPARED_REQUESTS: dict[str, tuple[float, "PreparedRequest"]] = {}
+
+#: The stage contract has no per-stage abort hook: a request cancelled between preprocessing and
+#: the engine would leave its entry behind, so entries older than this are dropped on each put.
+PREPARED_TTL_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -53,13 +58,16 @@ def preprocessing_context() -> PreprocessingContext:
 
 
 def put_prepared(request_id: str, prepared: PreparedRequest) -> None:
+    now = time.monotonic()
+    for stale in [rid for rid, (t, _) in list(_PREPARED_REQUESTS.items()) if now - t > PREPARED_TTL_S]:
+        _PREPARED_REQUESTS.pop(stale, None)
     if request_id in _PREPARED_REQUESTS:
         raise HandoffError(f"{MODEL}: request {request_id} was already prepared and not yet consumed")
-    _PREPARED_REQUESTS[request_id] = prepared
+    _PREPARED_REQUESTS[request_id] = (now, prepared)
 
 
 def take_prepared(request_id: str) -> PreparedRequest:
-    prepared = _PREPARED_REQUESTS.pop(request_id, None)
-    if prepared is None:
+    entry = _PREPARED_REQUESTS.pop(request_id, None)
+    if entry is None:
         raise _missing(f"no prepared request for {request_id}")
-    return prepared
+    return entry[1]
