@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -60,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         print("omni: interrupted", file=sys.stderr)
         return 130
     except BaseException as exc:  # config, startup, bind and user errors: a message, never a traceback
@@ -187,7 +191,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     async def run() -> None:
         runtime = _runtime(pipeline, args, log=_stdout)
         try:
-            await runtime.start()
+            with _sigterm_cancels():  # uvicorn handles signals once serving
+                await runtime.start()
         except BaseException:
             sock.close()
             await _quiet_shutdown(runtime)
@@ -217,9 +222,10 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
     async def run() -> Any:
         runtime = _runtime(pipeline, args, log=_stderr)
         try:
-            await runtime.start()
-            handle = await runtime.submit(data)
-            return await collect_audio(handle)
+            with _sigterm_cancels():
+                await runtime.start()
+                handle = await runtime.submit(data)
+                return await collect_audio(handle)
         finally:
             await _quiet_shutdown(runtime)
 
@@ -264,6 +270,25 @@ def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
         model_path=pipeline.model_path,
         log=log,
     )
+
+
+@contextlib.contextmanager
+def _sigterm_cancels() -> Iterator[None]:
+    """SIGTERM cancels the current task (like Ctrl-C) so the runtime still shuts down cleanly.
+
+    Without it SIGTERM's default action ends the parent at once, skipping the
+    removal of the run's IPC directory and shared memory.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    if task is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 async def _quiet_shutdown(runtime: Any) -> None:
