@@ -6,7 +6,7 @@ import pytest
 
 from omni_compiler import GpuBudget, GpuShare
 
-from compiler_helpers import compiled, only, paths, pipeline, stage, topology_error
+from compiler_helpers import compile_error, compiled, only, paths, pipeline, stage, topology_error
 
 FRACTION = "runtime.resources.total_gpu_memory_fraction"
 OPT_OUT = {"require_memory_fraction_for_colocation": False}
@@ -185,3 +185,15 @@ def test_without_a_count_any_id_is_accepted(higgs):
 def test_device_count_must_be_positive(higgs, count):
     issue = only(topology_error(higgs, num_gpus=count), "--gpus")
     assert issue.value == count
+
+
+def test_gpu_count_checks_replica_devices_not_the_declared_gpu_they_replace():
+    """replica_devices moves the process, so only its ids are checked against --gpus."""
+    data = pipeline([
+        stage("a", next="b", process="p"),
+        stage("b", terminal=True, process="voc", gpu=7, fraction=0.2),
+    ], processes={"voc": {"num_replicas": 2, "replica_devices": [0, 1]}})
+    topology = compiled(data, num_gpus=2)
+    assert [(i.name, i.gpus) for i in topology.instances if i.process == "voc"] == [("voc@r0", (0,)), ("voc@r1", (1,))]
+    error = compile_error(data, ["--processes.voc.replica_devices", "1,2"], num_gpus=2)
+    assert [issue.path for issue in error.issues] == ["processes.voc.replica_devices"]

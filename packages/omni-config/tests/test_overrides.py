@@ -138,10 +138,21 @@ def test_cli_model_tier_stage_fields_are_refused(higgs, field):
     assert f"'{root}'" in issue.rule and "belongs to the model tier" in issue.rule
 
 
-@pytest.mark.parametrize("path", ["process_local_edges.src", "entry_stage.x", "name.x", "extends.x"])
+@pytest.mark.parametrize("path", ["process_local_edges.src", "entry_stage.x", "name.x"])
 def test_cli_model_tier_pipeline_fields_are_refused(higgs, path):
     issue = single_issue(raises_config_error(raw_config, higgs, [f"--{path}", "v"]), path)
     assert "belongs to the model tier" in issue.rule
+
+
+def test_cli_extends_is_not_a_setting(higgs):
+    issue = single_issue(raises_config_error(raw_config, higgs, ["--extends.x", "v"]), "extends.x")
+    assert "is not a setting" in issue.rule
+    assert "deployment file" in issue.fix
+
+
+def test_cli_stage_name_is_called_the_stages_name(higgs):
+    issue = single_issue(raises_config_error(raw_config, higgs, ["--stages.vocoder.name", "v"]), "stages.vocoder.name")
+    assert "'name' is the stage's name" in issue.rule
 
 
 # --- the same path twice -----------------------------------------------------------------------

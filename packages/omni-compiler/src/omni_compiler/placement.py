@@ -67,7 +67,10 @@ def _need_fraction(issues: list[ConfigIssue], stage: str, rule: str, limit: floa
 
 def _check_ids(config: PipelineConfig, grouping: Grouping, count: int, issues: list[ConfigIssue]) -> None:
     valid = f"valid ids are 0..{count - 1}"
+    moved = {name for name, settings in config.processes.items() if settings.replica_devices is not None}
     for stage in config.stages:
+        if (stage.process or stage.name) in moved:
+            continue  # replica_devices decides where this stage runs; its ids are checked below
         for gpu in stage.gpu_ids:
             if gpu >= count:
                 issues.append(ConfigIssue(f"stages.{stage.name}.gpu", f"GPU {gpu} does not exist on a machine with {count} GPU(s)", f"use a GPU id below {count} ({valid})", value=stage.gpu))

@@ -242,7 +242,11 @@ def _kind_of(path: tuple[str, ...]) -> tiers.ValueKind | None:
 
 
 def _model_tier_issue(dotted: str, field: str, value: Any, source: str) -> ConfigIssue:
+    if field == "extends":
+        return ConfigIssue(dotted, "'extends' names the base config of a deployment file; it is not a setting", "remove it from the overrides; put extends: at the top of a deployment file", value=value, source=source)
     why = tiers.MODEL_TIER_WHY.get(field, "the model tier")
+    if field == "name" and dotted.startswith("stages."):
+        why = "the stage's name"
     return ConfigIssue(
         dotted,
         f"'{field}' is {why}, which belongs to the model tier; a deployment file or the command line may only set deployment fields",
