@@ -9,8 +9,8 @@ import os
 import pytest
 import torch
 import zmq
-
 from omni_runtime.transport import (
+    SUPPORTED_DTYPES,
     AsyncInbox,
     AsyncOutbox,
     ChannelTimeoutError,
@@ -22,10 +22,8 @@ from omni_runtime.transport import (
     ShmPool,
     ShmReader,
     ShmTimeoutError,
-    SUPPORTED_DTYPES,
 )
 from omni_runtime.transport.shm import HEADER_BYTES, SHM_DIR
-
 from test_codec import SHAPES, random_tensor, same
 from transport_workers import crash_sender_worker, digest_tree, echo_worker, stream_sender_worker
 
@@ -67,8 +65,7 @@ def stop_echo(out: Outbox, inbox: Inbox, proc) -> None:
 
 
 def everything() -> dict:
-    tensors = {f"{dtype}/{shape}": random_tensor(dtype, shape, seed=i) for i, (dtype, shape) in enumerate(
-        (d, s) for d in SUPPORTED_DTYPES for s in SHAPES)}
+    tensors = {f"{dtype}/{shape}": random_tensor(dtype, shape, seed=i) for i, (dtype, shape) in enumerate((d, s) for d in SUPPORTED_DTYPES for s in SHAPES)}
     large = {f"{dtype}/large": random_tensor(dtype, (3, 40000), seed=7) for dtype in SUPPORTED_DTYPES}
     return {
         "tensors": tensors,

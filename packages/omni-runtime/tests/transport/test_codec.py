@@ -10,10 +10,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from omni_runtime.transport import SUPPORTED_DTYPES, Codec, CodecError, CodecLimits, ShmPool
 from omni_runtime.transport.codec import decode_envelope, encode_envelope
-
 from transport_workers import raw_bytes
 
 
@@ -62,8 +60,18 @@ def test_every_dtype_and_shape_round_trips_bytes_exactly(dtype):
 
 def test_required_dtypes_are_supported():
     names = {str(d) for d in SUPPORTED_DTYPES}
-    for required in ["torch.bfloat16", "torch.bool", "torch.complex64", "torch.complex128", "torch.float16",
-                     "torch.float32", "torch.float64", "torch.int8", "torch.uint8", "torch.int64"]:
+    for required in [
+        "torch.bfloat16",
+        "torch.bool",
+        "torch.complex64",
+        "torch.complex128",
+        "torch.float16",
+        "torch.float32",
+        "torch.float64",
+        "torch.int8",
+        "torch.uint8",
+        "torch.int64",
+    ]:
         assert required in names
     if hasattr(torch, "float8_e4m3fn"):
         assert "torch.float8_e4m3fn" in names and "torch.float8_e5m2" in names
@@ -86,7 +94,13 @@ def test_plain_types_round_trip_with_exact_types():
         "empty_bytes": b"",
         "big_bytes": bytes(range(256)) * 1024,
         "list": [1, [2, [3]], []],
-        "tuple": (1, ("a", ()), [(),]),
+        "tuple": (
+            1,
+            ("a", ()),
+            [
+                (),
+            ],
+        ),
         "nested": {"a": {"b": {"c": [None, (True,)]}}},
         "": "empty key",
     }

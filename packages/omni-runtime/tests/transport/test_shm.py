@@ -9,7 +9,6 @@ import threading
 
 import pytest
 import torch
-
 from omni_runtime.transport import (
     Codec,
     CodecError,

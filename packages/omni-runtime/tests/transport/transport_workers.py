@@ -13,7 +13,6 @@ import signal
 import time
 
 import torch
-
 from omni_runtime.transport import Codec, Inbox, Outbox, RunDir, ShmPool, ShmReader
 
 

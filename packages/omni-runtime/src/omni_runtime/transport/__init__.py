@@ -43,6 +43,7 @@ from .leakcheck import LeakCheck
 from .shm import ShmLease, ShmPool, ShmReader, ShmRef, cleanup_run, new_run_prefix, validate_prefix
 
 __all__ = [
+    "SUPPORTED_DTYPES",
     "AsyncInbox",
     "AsyncOutbox",
     "ChannelClosedError",
@@ -57,7 +58,6 @@ __all__ = [
     "Message",
     "Outbox",
     "RunDir",
-    "SUPPORTED_DTYPES",
     "ShmBudgetError",
     "ShmError",
     "ShmLease",

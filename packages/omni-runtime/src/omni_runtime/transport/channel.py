@@ -54,7 +54,7 @@ from .codec import Codec, CodecError, decode_envelope, encode_envelope
 from .errors import ChannelClosedError, ChannelError, ChannelTimeoutError
 from .shm import cleanup_run, new_run_prefix, validate_prefix
 
-__all__ = ["RunDir", "Message", "Inbox", "Outbox", "AsyncInbox", "AsyncOutbox"]
+__all__ = ["AsyncInbox", "AsyncOutbox", "Inbox", "Message", "Outbox", "RunDir"]
 
 _ENDPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 _MAX_IPC_PATH = 107  # sun_path limit on Linux, minus the terminating NUL
@@ -81,7 +81,7 @@ class RunDir:
     shm_prefix: str
 
     @classmethod
-    def create(cls, base: str | None = None) -> "RunDir":
+    def create(cls, base: str | None = None) -> RunDir:
         path = tempfile.mkdtemp(prefix="omni-run-", dir=base)
         os.chmod(path, 0o700)
         return cls(path, new_run_prefix())
@@ -89,9 +89,7 @@ class RunDir:
     def address(self, name: str) -> str:
         """``ipc://`` address of the endpoint ``name`` (e.g. ``"vocoder@r1"``)."""
         if not _ENDPOINT_NAME_RE.match(name):
-            raise ValueError(
-                f"endpoint name {name!r} is invalid: use 1-64 characters of letters, digits, '_', '.', '@', '-'"
-            )
+            raise ValueError(f"endpoint name {name!r} is invalid: use 1-64 characters of letters, digits, '_', '.', '@', '-'")
         path = os.path.join(self.path, f"{name}.sock")
         if len(path.encode()) > _MAX_IPC_PATH:
             raise ValueError(
@@ -109,7 +107,7 @@ class RunDir:
         return {"path": self.path, "shm_prefix": self.shm_prefix}
 
     @classmethod
-    def from_dict(cls, data: dict[str, str]) -> "RunDir":
+    def from_dict(cls, data: dict[str, str]) -> RunDir:
         return cls(str(data["path"]), validate_prefix(str(data["shm_prefix"])))
 
 
@@ -121,7 +119,7 @@ class Message:
     non-zero; ``discard`` is idempotent and a no-op after decoding.
     """
 
-    __slots__ = ("header", "frames", "shm_count", "_codec", "_state")
+    __slots__ = ("_codec", "_state", "frames", "header", "shm_count")
 
     def __init__(self, header: dict[str, Any], frames: list[Any], shm_count: int, codec: Codec) -> None:
         self.header = header
@@ -189,7 +187,7 @@ def _executor(kind: str) -> concurrent.futures.ThreadPoolExecutor:
         return ex
 
 
-def _release_result(fut: "asyncio.Future[Any]") -> None:
+def _release_result(fut: asyncio.Future[Any]) -> None:
     # An encode that finished after its sender was cancelled: give back its leases.
     if not fut.cancelled() and fut.exception() is None:
         fut.result().release()
@@ -431,8 +429,7 @@ class AsyncOutbox(_Base):
                 try:
                     if timeout is not None and not await self._sock.poll(_ms(timeout), zmq.POLLOUT):
                         raise ChannelTimeoutError(
-                            f"could not send to {self.address} within {timeout}s: the peer is not "
-                            "connected or not reading (dead, stuck, or its queue is full)"
+                            f"could not send to {self.address} within {timeout}s: the peer is not connected or not reading (dead, stuck, or its queue is full)"
                         )
                     await self._sock.send_multipart(frames, flags=zmq.NOBLOCK if timeout is not None else 0, copy=False)
                 except zmq.Again:

@@ -45,8 +45,9 @@ the received ZeroMQ frame when it is writable (else from a private copy).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import msgspec
 import torch
@@ -55,7 +56,7 @@ from .dtypes import DTYPE_BY_NAME, NAME_BY_DTYPE
 from .errors import CodecError, TransportError
 from .shm import ShmLease, ShmPool, ShmReader, ShmRef
 
-__all__ = ["Codec", "CodecLimits", "Encoded", "decode", "encode", "discard"]
+__all__ = ["Codec", "CodecLimits", "Encoded", "decode", "discard", "encode"]
 
 _MAGIC = "omni"
 _VERSION = 1
@@ -93,7 +94,7 @@ class CodecLimits:
 
 
 class _TensorRef:
-    __slots__ = ("dtype", "shape", "where", "index")
+    __slots__ = ("dtype", "index", "shape", "where")
 
     def __init__(self, dtype: torch.dtype, shape: tuple[int, ...], where: int, index: int) -> None:
         self.dtype = dtype
@@ -138,8 +139,7 @@ def _ext_hook(code: int, data: memoryview) -> Any:
         dtype = DTYPE_BY_NAME.get(name) if isinstance(name, str) else None
         if dtype is None:
             raise CodecError(
-                f"unknown tensor dtype {name!r} in message; this torch supports {sorted(DTYPE_BY_NAME)} "
-                "(sender and receiver torch versions differ?)"
+                f"unknown tensor dtype {name!r} in message; this torch supports {sorted(DTYPE_BY_NAME)} (sender and receiver torch versions differ?)"
             )
         if not isinstance(shape, list) or not all(type(d) is int and 0 <= d < (1 << 62) for d in shape):
             raise CodecError(f"malformed tensor shape {shape!r} in message")
@@ -197,7 +197,7 @@ class Encoded:
 
 
 class _EncodeState:
-    __slots__ = ("buffers", "refs", "leases")
+    __slots__ = ("buffers", "leases", "refs")
 
     def __init__(self) -> None:
         self.buffers: list[Any] = []
@@ -296,10 +296,7 @@ class Codec:
             return x
         if t is int:
             if not _INT_MIN <= x <= _INT_MAX:
-                raise CodecError(
-                    f"{_path_str(path)}: integer {x} is outside int64/uint64 "
-                    f"[{_INT_MIN}, {_INT_MAX}]; send it as a str or a tensor"
-                )
+                raise CodecError(f"{_path_str(path)}: integer {x} is outside int64/uint64 [{_INT_MIN}, {_INT_MAX}]; send it as a str or a tensor")
             return x
         if depth >= self.limits.max_depth:
             raise CodecError(f"{_path_str(path)}: value nests deeper than {self.limits.max_depth} levels")
@@ -307,10 +304,7 @@ class Codec:
             out = {}
             for k, v in x.items():
                 if type(k) is not str:
-                    raise CodecError(
-                        f"{_path_str(path)}: dict key {k!r} is a {type(k).__name__}; only str keys "
-                        "are supported (convert keys with str())"
-                    )
+                    raise CodecError(f"{_path_str(path)}: dict key {k!r} is a {type(k).__name__}; only str keys are supported (convert keys with str())")
                 path.append(k)
                 out[k] = self._enc(v, st, path, depth + 1, timeout)
                 path.pop()
@@ -495,8 +489,7 @@ class Codec:
         refs = []
         for r in raw_refs:
             if not (
-                isinstance(r, list) and len(r) == 3 and type(r[0]) is str and type(r[1]) is int and type(r[2]) is int
-                and 0 <= r[2] <= self.limits.max_shm_bytes
+                isinstance(r, list) and len(r) == 3 and type(r[0]) is str and type(r[1]) is int and type(r[2]) is int and 0 <= r[2] <= self.limits.max_shm_bytes
             ):
                 raise CodecError(f"malformed shared-memory reference {r!r}")
             refs.append(ShmRef(r[0], r[1], r[2]))
@@ -543,9 +536,7 @@ class Codec:
             used_bufs.add(ref.index)
             buf = bufs[ref.index]
             if buf.nbytes != nbytes:
-                raise CodecError(
-                    f"malformed message: tensor {ref.dtype} {list(ref.shape)} needs {nbytes} bytes, frame has {buf.nbytes}"
-                )
+                raise CodecError(f"malformed message: tensor {ref.dtype} {list(ref.shape)} needs {nbytes} bytes, frame has {buf.nbytes}")
             if nbytes == 0:
                 return torch.empty(ref.shape, dtype=ref.dtype)
             if buf.readonly:
@@ -558,9 +549,7 @@ class Codec:
             used_refs.add(ref.index)
             shm_ref = refs[ref.index]
             if shm_ref.nbytes != nbytes:
-                raise CodecError(
-                    f"malformed message: tensor {ref.dtype} {list(ref.shape)} needs {nbytes} bytes, segment reference has {shm_ref.nbytes}"
-                )
+                raise CodecError(f"malformed message: tensor {ref.dtype} {list(ref.shape)} needs {nbytes} bytes, segment reference has {shm_ref.nbytes}")
             flat = self._get_reader().read(shm_ref, copy=shm_copy)
             if nbytes == 0:
                 return torch.empty(ref.shape, dtype=ref.dtype)
@@ -581,8 +570,7 @@ def _tensor_bytes(x: torch.Tensor) -> memoryview | bytes:
 # dtypes numpy can wrap directly (others, e.g. bfloat16, go through a uint8 view).
 _NUMPY_DTYPES = frozenset(
     getattr(torch, n)
-    for n in ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
-              "float16", "float32", "float64", "complex64", "complex128")
+    for n in ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128")
     if hasattr(torch, n)
 )
 

@@ -92,16 +92,16 @@ def _helper_pids() -> set[int]:
         pid = getattr(resource_tracker._resource_tracker, "_pid", None)
         if pid:
             pids.add(pid)
-    except Exception:
-        pass
+    except (ImportError, AttributeError):  # private API moved: nothing to ignore
+        pids = set()
     try:
         from multiprocessing import forkserver
 
         pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
         if pid:
             pids.add(pid)
-    except Exception:
-        pass
+    except (ImportError, AttributeError):
+        return pids
     return pids
 
 
@@ -116,7 +116,7 @@ class LeakCheck:
     extra: list[str] = field(default_factory=list)
 
     @classmethod
-    def start(cls, shm_dir: str = SHM_DIR, ignore_shm: str | None = None) -> "LeakCheck":
+    def start(cls, shm_dir: str = SHM_DIR, ignore_shm: str | None = None) -> LeakCheck:
         pattern = ignore_shm if ignore_shm is not None else os.environ.get("OMNI_LEAKCHECK_IGNORE_SHM")
         return cls(
             shm_before=shm_entries(shm_dir),
@@ -127,16 +127,9 @@ class LeakCheck:
 
     def leaks(self) -> tuple[list[str], dict[int, str]]:
         """``(new segment names, {pid: description})`` right now."""
-        new_shm = sorted(
-            n for n in shm_entries(self.shm_dir) - self.shm_before
-            if not (self.ignore_shm and self.ignore_shm.search(n))
-        )
+        new_shm = sorted(n for n in shm_entries(self.shm_dir) - self.shm_before if not (self.ignore_shm and self.ignore_shm.search(n)))
         helpers = _helper_pids()
-        kids = {
-            pid: f"state={state} cmd={_cmdline(pid)}"
-            for pid, state in descendants().items()
-            if pid not in self.children_before and pid not in helpers
-        }
+        kids = {pid: f"state={state} cmd={_cmdline(pid)}" for pid, state in descendants().items() if pid not in self.children_before and pid not in helpers}
         return new_shm, kids
 
     def assert_clean(self, wait: float = 5.0) -> None:

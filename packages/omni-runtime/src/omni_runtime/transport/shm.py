@@ -155,7 +155,7 @@ def _size_class(nbytes: int) -> int:
 
 
 class _Segment:
-    __slots__ = ("name", "path", "fd", "mm", "data", "capacity", "gen", "state", "sent_at", "last_used")
+    __slots__ = ("capacity", "data", "fd", "gen", "last_used", "mm", "name", "path", "sent_at", "state")
 
     def __init__(self, name: str, path: str, fd: int, mm: mmap.mmap, capacity: int) -> None:
         self.name = name
@@ -215,7 +215,7 @@ class ShmLease:
 
     __slots__ = ("_pool", "_seg", "ref", "view")
 
-    def __init__(self, pool: "ShmPool", seg: _Segment, nbytes: int) -> None:
+    def __init__(self, pool: ShmPool, seg: _Segment, nbytes: int) -> None:
         self._pool = pool
         self._seg = seg
         self.ref = ShmRef(seg.name, seg.gen, nbytes)
@@ -386,7 +386,7 @@ class ShmPool:
             self._used = 0
             _destroy_all(self._segments)
 
-    def __enter__(self) -> "ShmPool":
+    def __enter__(self):  # returns self (typing.Self needs Python 3.11)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -504,8 +504,7 @@ class ShmPool:
             except OSError as exc:
                 if exc.errno in (errno.ENOSPC, errno.ENOMEM):
                     raise ShmError(
-                        f"{self.shm_dir} is full: cannot reserve {need} bytes for {name}; "
-                        "enlarge it (docker run --shm-size) or lower the shared-memory budget"
+                        f"{self.shm_dir} is full: cannot reserve {need} bytes for {name}; enlarge it (docker run --shm-size) or lower the shared-memory budget"
                     ) from exc
                 os.ftruncate(fd, need)  # filesystems without fallocate
             mm = mmap.mmap(fd, need, flags=_MAP_FLAGS)
@@ -603,9 +602,7 @@ class ShmReader:
 
     def _open_claimed(self, ref: ShmRef) -> tuple[int, int, int]:
         name = ref.name
-        if not isinstance(name, str) or not _NAME_RE.match(name) or (
-            self.allowed_prefix is not None and not name.startswith(self.allowed_prefix)
-        ):
+        if not isinstance(name, str) or not _NAME_RE.match(name) or (self.allowed_prefix is not None and not name.startswith(self.allowed_prefix)):
             raise CodecError(f"invalid shared-memory segment name {name!r} in message")
         if not isinstance(ref.nbytes, int) or ref.nbytes < 0 or not isinstance(ref.gen, int):
             raise CodecError(f"invalid shared-memory reference {ref!r} in message")
@@ -614,8 +611,7 @@ class ShmReader:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
             raise CodecError(
-                f"shared-memory segment {path} does not exist: the sender closed its pool "
-                "or the run was cleaned up before this message was read"
+                f"shared-memory segment {path} does not exist: the sender closed its pool or the run was cleaned up before this message was read"
             ) from None
         except OSError as exc:
             raise CodecError(f"cannot open shared-memory segment {path}: {exc.strerror}") from exc
@@ -629,9 +625,7 @@ class ShmReader:
             if magic != _MAGIC:
                 raise CodecError(f"{path} is not an omni shared-memory segment (bad magic)")
             if ref.nbytes > capacity or HEADER_BYTES + ref.nbytes > st.st_size:
-                raise CodecError(
-                    f"shared-memory reference to {ref.nbytes} bytes exceeds segment {name} of {capacity} bytes"
-                )
+                raise CodecError(f"shared-memory reference to {ref.nbytes} bytes exceeds segment {name} of {capacity} bytes")
             if gen != ref.gen:
                 raise CodecError(
                     f"shared-memory segment {name} was reclaimed by its sender (generation "
@@ -639,10 +633,7 @@ class ShmReader:
                     "the sender's claim timeout"
                 )
             if claimed == gen:
-                raise CodecError(
-                    f"shared-memory segment {name} generation {gen} was already consumed: "
-                    "a message carrying shared memory can be decoded once"
-                )
+                raise CodecError(f"shared-memory segment {name} generation {gen} was already consumed: a message carrying shared memory can be decoded once")
             os.pwrite(fd, _U64.pack(gen), _CLAIM_OFFSET)
         except BaseException:
             os.close(fd)
