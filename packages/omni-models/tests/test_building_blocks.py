@@ -122,3 +122,13 @@ def test_flow_noise_stream_is_chunking_independent():
     whole = est.solve(cond, noise, 4)
     parts = torch.cat([est.solve(cond[:3], noise[:3], 4), est.solve(cond[3:], noise[3:], 4)])
     torch.testing.assert_close(whole, parts, atol=1e-5, rtol=1e-4)
+
+
+def test_request_too_long_for_the_context_is_refused_before_generating():
+    import pytest
+
+    cfg = ARConfig(num_codebooks=4, codebook_size=50, layout="delay", dim=32, layers=1, max_seq_len=64, cond_dim=8)
+    model = init_dummy(ARModel(cfg), 3).eval()
+    prompt = model.prompt(list(range(3, 40)), None)
+    with pytest.raises(ValueError, match="plus up to 33 generated ones exceeds the model's context of 64"):
+        next(generate_frames(model, prompt, GenerationLimits(10, 30), SamplingParams(), generator_for(0)))

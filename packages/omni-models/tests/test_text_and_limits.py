@@ -79,3 +79,9 @@ def test_request_preparation_rejects_unknown_voice_and_bad_seed():
         prepare_text_request({"text": "hi", "seed": "x"}, frame_rate=25, max_chars=100, max_seconds=10)
     request = prepare_text_request({"text": "Hi 2 you", "voice": "Nova"}, frame_rate=25, max_chars=100, max_seconds=10)
     assert request.text == "Hi two you" and request.voice_index > 0
+
+
+def test_text_limit_counts_tokenizer_bytes_not_characters():
+    assert prepare_text("é" * 5, max_chars=10) == "é" * 5
+    with pytest.raises(ValueError, match="12 UTF-8 bytes after normalisation; this model accepts at most 10"):
+        prepare_text("é" * 6, max_chars=10)

@@ -26,7 +26,7 @@ from omni_models.common.weights import DEFAULT_SEED
 MODEL = "audar_tts"
 CODEC = CodecConfig(sample_rate=24000, hop=960, channels=1, latent_dim=64, num_codebooks=4, codebook_size=1024)
 SPEAKER = SpeakerEncoderConfig(embed_dim=64)
-AR = ARConfig(num_codebooks=4, codebook_size=1024, layout="parallel", cond_dim=SPEAKER.embed_dim, max_seq_len=1536)
+AR = ARConfig(num_codebooks=4, codebook_size=1024, layout="parallel", cond_dim=SPEAKER.embed_dim, max_seq_len=2048)
 MAX_CHARS = 400
 MAX_SECONDS = 30.0
 

@@ -134,6 +134,15 @@ class ARModel(nn.Module):
         return torch.cat(parts)[None]
 
 
+def check_context(prompt_len: int, new_positions: int, max_seq_len: int) -> None:
+    """Refuse up front, before any audio streams, a request that cannot fit the KV cache."""
+    if prompt_len + new_positions > max_seq_len:
+        raise ValueError(
+            f"a prompt of {prompt_len} positions plus up to {new_positions} generated ones exceeds the model's "
+            f"context of {max_seq_len}; shorten the text or the reference audio"
+        )
+
+
 @torch.inference_mode()
 def generate_frames(
     model: ARModel,
@@ -147,6 +156,7 @@ def generate_frames(
     ``max_new_tokens`` frames. Stops early, yielding nothing more, once ``cancelled()``."""
     c = model.config
     k = c.num_codebooks
+    check_context(prompt.shape[1], limits.max_new_tokens + (k - 1 if c.layout == "delay" else 0), c.max_seq_len)
     cache = model.decoder.new_cache()
     hidden = model.decoder(prompt, cache)[0, -1]
     aligner = DelayAligner(k) if c.layout == "delay" else None

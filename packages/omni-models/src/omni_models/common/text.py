@@ -86,9 +86,10 @@ def prepare_text(text: str, *, max_chars: int) -> str:
     normalized = normalize_text(text)
     if not normalized:
         raise ValueError("text is empty after normalisation; send at least one speakable character")
-    if len(normalized) > max_chars:
+    size = len(normalized.encode("utf-8"))  # what the byte tokenizer turns into positions
+    if size > max_chars:
         raise ValueError(
-            f"text is {len(normalized)} characters after normalisation; this model accepts at most "
+            f"text is {size} UTF-8 bytes after normalisation; this model accepts at most "
             f"{max_chars}; split the input into shorter requests"
         )
     return normalized

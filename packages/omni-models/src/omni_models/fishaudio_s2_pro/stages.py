@@ -25,7 +25,7 @@ from omni_models.common.weights import DEFAULT_SEED
 
 MODEL = "fishaudio_s2_pro"
 CODEC = CodecConfig(sample_rate=44100, hop=2048, channels=1, latent_dim=64, num_codebooks=10, codebook_size=1024)
-AR = ARConfig(num_codebooks=10, codebook_size=1024, layout="depth", max_seq_len=1536)
+AR = ARConfig(num_codebooks=10, codebook_size=1024, layout="depth", max_seq_len=2048)
 MAX_CHARS = 400
 MAX_SECONDS = 30.0
 

@@ -41,7 +41,7 @@ TOKEN_RATE_HOP = 960  # 25 Hz speech tokens at 24 kHz
 SPEECH_TOKENIZER = CodecConfig(sample_rate=24000, hop=TOKEN_RATE_HOP, channels=1, latent_dim=64, num_codebooks=1, codebook_size=6561)
 MEL_VOCODER = CodecConfig(sample_rate=24000, hop=480, channels=1, latent_dim=80, num_codebooks=1, codebook_size=1)
 SPEAKER = SpeakerEncoderConfig(embed_dim=64)
-AR = ARConfig(num_codebooks=1, codebook_size=6561, layout="parallel", cond_dim=SPEAKER.embed_dim, max_seq_len=1536)
+AR = ARConfig(num_codebooks=1, codebook_size=6561, layout="parallel", cond_dim=SPEAKER.embed_dim, max_seq_len=2048)
 FLOW = TokenFlowConfig(vocab=6561, speaker_dim=SPEAKER.embed_dim, n_mels=80, token_mel_ratio=2)
 TOKEN_RATE = SPEECH_TOKENIZER.frame_rate
 MAX_CHARS = 400

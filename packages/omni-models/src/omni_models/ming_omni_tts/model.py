@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from omni_models.common.ar import check_context
 from omni_models.common.flow import FlowEstimator, NoiseStream
 from omni_models.common.limits import GenerationLimits
 from omni_models.common.transformer import Decoder, TransformerConfig
@@ -25,7 +26,7 @@ class LatentARConfig:
     dim: int = 64
     layers: int = 2
     heads: int = 4
-    max_seq_len: int = 1536
+    max_seq_len: int = 2048
     cond_dim: int = 64
     flow_steps: int = 4
 
@@ -65,6 +66,7 @@ def generate_latents(
 ) -> Iterator[torch.Tensor]:
     """Yield latent frames ``[latent_dim]`` until the stop head fires (after ``min_new_tokens``)
     or ``max_new_tokens`` frames."""
+    check_context(prompt.shape[1], limits.max_new_tokens, model.config.max_seq_len)
     cache = model.decoder.new_cache()
     hidden = model.decoder(prompt, cache)[0, -1]
     for step in range(limits.max_new_tokens):

@@ -26,7 +26,7 @@ from . import handoff
 from .handoff import MODEL, PreparedRequest
 
 CODEC = CodecConfig(sample_rate=24000, hop=960, channels=1, latent_dim=64, num_codebooks=8, codebook_size=1024)
-AR = ARConfig(num_codebooks=8, codebook_size=1024, layout="delay", max_seq_len=1536)
+AR = ARConfig(num_codebooks=8, codebook_size=1024, layout="delay", max_seq_len=2048)
 MAX_CHARS = 400
 MAX_SECONDS = 30.0
 

@@ -27,7 +27,7 @@ from . import handoff
 from .handoff import MODEL, PreparedRequest
 
 CODEC = CodecConfig(sample_rate=48000, hop=3840, channels=2, latent_dim=64, num_codebooks=16, codebook_size=1024)
-AR = ARConfig(num_codebooks=16, codebook_size=1024, layout="depth", max_seq_len=1024)
+AR = ARConfig(num_codebooks=16, codebook_size=1024, layout="depth", max_seq_len=2048)
 MAX_CHARS = 400
 MAX_SECONDS = 30.0
 

@@ -28,7 +28,7 @@ from .handoff import MODEL, PreparedRequest, PreprocessingContext, preprocessing
 
 CODEC = CodecConfig(sample_rate=24000, hop=1920, channels=1, latent_dim=64, num_codebooks=16, codebook_size=2048)
 SPEAKER = SpeakerEncoderConfig(embed_dim=64)
-AR = ARConfig(num_codebooks=16, codebook_size=2048, layout="depth", cond_dim=SPEAKER.embed_dim, max_seq_len=1024)
+AR = ARConfig(num_codebooks=16, codebook_size=2048, layout="depth", cond_dim=SPEAKER.embed_dim, max_seq_len=2048)
 MAX_CHARS = 400
 MAX_SECONDS = 30.0
 

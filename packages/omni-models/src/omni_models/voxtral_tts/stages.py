@@ -23,7 +23,7 @@ from omni_models.common.weights import DEFAULT_SEED
 
 MODEL = "voxtral_tts"
 CODEC = CodecConfig(sample_rate=24000, hop=1920, channels=1, latent_dim=64, num_codebooks=8, codebook_size=1024)
-AR = ARConfig(num_codebooks=8, codebook_size=1024, layout="parallel", max_seq_len=1024)
+AR = ARConfig(num_codebooks=8, codebook_size=1024, layout="parallel", max_seq_len=2048)
 MAX_CHARS = 400
 MAX_SECONDS = 30.0
 
