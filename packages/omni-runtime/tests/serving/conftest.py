@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 TESTS_DIR = HERE.parent
 PIPELINE = HERE / "pipeline.yaml"
 BROKEN_PIPELINE = HERE / "pipeline_broken.yaml"
+SLOW_PIPELINE = HERE / "pipeline_slow_start.yaml"
 MODEL_ID = "test/sine"
 SAMPLE_RATE = 16000
 STARTUP_TIMEOUT_S = 120.0

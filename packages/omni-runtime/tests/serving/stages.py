@@ -127,3 +127,12 @@ def _touch(marker: Path | None, what: str) -> None:
         tmp = marker.with_suffix(f".{what}.tmp")
         tmp.write_text(what)
         os.replace(tmp, marker.with_suffix(f".{what}"))
+
+
+def build_slow_loader(stage_name: str):
+    """A factory that "loads weights" until the test removes it: for signals during startup."""
+    _record_pid(stage_name)
+    import time
+
+    while True:
+        time.sleep(0.05)

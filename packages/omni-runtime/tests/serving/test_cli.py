@@ -18,7 +18,7 @@ import pytest
 
 from omni_runtime import cli
 
-from .conftest import BROKEN_PIPELINE, MODEL_ID, PIPELINE, SAMPLE_RATE, run_omni, segments_of, shm_segments, start_server, wait_healthy
+from .conftest import BROKEN_PIPELINE, MODEL_ID, PIPELINE, SAMPLE_RATE, SLOW_PIPELINE, omni_command, omni_env, run_omni, segments_of, shm_segments, start_server, wait_healthy
 from .stages import plan, tone
 
 pytestmark = pytest.mark.timeout(300)
@@ -99,6 +99,35 @@ def test_missing_config_file_exits_2(tmp_path):
     result = run_omni("topology", "--config", str(tmp_path / "nope.yaml"))
     assert result.returncode == 2
     assert "nope.yaml" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_sigterm_during_startup_stops_everything(tmp_path):
+    """``docker stop`` while a model loads: exit promptly, no stage process left running."""
+    proc = subprocess.Popen(
+        omni_command("serve", "--config", str(SLOW_PIPELINE), "--port", "0"),
+        env=omni_env(SERVING_TEST_PID_DIR=str(tmp_path)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        pid_file = tmp_path / "loader.pid"
+        deadline = time.monotonic() + 120
+        while not pid_file.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the loader stage never started"
+            time.sleep(0.05)
+        loader = psutil.Process(int(pid_file.read_text()))
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "omni: interrupted" in err and "Traceback" not in err
+    assert "loader : loader" in out  # the table came first
+    gone, alive = psutil.wait_procs([loader], timeout=10)
+    assert not alive, "the stage process outlived omni serve"
 
 
 def test_port_in_use_is_a_user_error():
