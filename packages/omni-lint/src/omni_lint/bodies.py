@@ -204,9 +204,7 @@ class Analyzer:
         found = None
         scope = self.scope(key)
         if scope is not None:
-            collector = _Returns()
-            walk(scope.func.node.body, collector)
-            for value in collector.values:
+            for value in scope.func.bindings.returns:
                 sym = self.resolve_value(scope, value)
                 if isinstance(sym, StateSym):
                     found = sym.key
@@ -249,9 +247,8 @@ class Analyzer:
                     scope = self.scope(method)
                     if scope is None or scope.self_name is None or scope.func.kind != "method":
                         continue
-                    collector = _SelfAssignValues(scope.self_name)
-                    walk(scope.func.node.body, collector)
-                    for attr, value in collector.pairs:
+                    pairs = [(attr, value) for owner, attr, value in scope.func.bindings.attribute_values if owner == scope.self_name]
+                    for attr, value in pairs:
                         sym = self.resolve_value(scope, value)
                         if isinstance(sym, StateSym):
                             aliases.setdefault(attr, sym.key)
@@ -268,9 +265,11 @@ class Analyzer:
         func = self.project.function(key.func)
         scope = self.scope(key.func)
         if func is not None and func.cls is not None and func.node.name.value == "__init__" and scope is not None and scope.self_name:
-            collector = _SelfAssignValues(scope.self_name)
-            walk(func.node.body, collector)
-            kept = {attr for attr, value in collector.pairs if isinstance(value, cst.Name) and value.value == key.name}
+            kept = {
+                attr
+                for owner, attr, value in func.bindings.attribute_values
+                if owner == scope.self_name and isinstance(value, cst.Name) and value.value == key.name
+            }
             if kept:
                 for method in self.project.effective_methods(func.cls):
                     for access in self.facts(method).accesses:
@@ -311,30 +310,6 @@ _SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 _SKIP_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Annotation})
 
 
-class _SelfAssignValues:
-    """``(attr, value)`` of every ``self.attr = value`` in one method body."""
-
-    def __init__(self, self_name: str):
-        self.self_name = self_name
-        self.pairs: list[tuple[str, cst.BaseExpression]] = []
-        self._depth = 0
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        nested = self._depth > 0 and type(node) in _SCOPE_TYPES
-        self._depth += 1
-        if nested:
-            return False
-        if type(node) is cst.Assign:
-            for target in node.targets:  # type: ignore[attr-defined]
-                t = target.target
-                if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == self.self_name:
-                    self.pairs.append((t.attr.value, node.value))  # type: ignore[attr-defined]
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._depth -= 1
-
-
 class _NameFinder:
     def __init__(self, name: str):
         self.name = name
@@ -347,24 +322,6 @@ class _NameFinder:
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         pass
-
-
-class _Returns:
-    def __init__(self) -> None:
-        self.values: list[cst.BaseExpression] = []
-        self._depth = 0
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        nested = self._depth > 0 and type(node) in _SCOPE_TYPES
-        self._depth += 1
-        if nested:
-            return False
-        if type(node) is cst.Return and node.value is not None:  # type: ignore[attr-defined]
-            self.values.append(node.value)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._depth -= 1
 
 
 _SKIP_PARENTS = (cst.ImportAlias, cst.ImportFrom, cst.NameItem, cst.AsName, cst.FunctionDef, cst.ClassDef)

@@ -227,7 +227,7 @@ def is_candidate_call(value: cst.BaseExpression) -> bool:
 _SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 _BINDING_TYPES = frozenset({
     cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom, cst.Assign, cst.AssignTarget, cst.AugAssign,
-    cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.AsName,
+    cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.AsName, cst.Return,
 })
 
 
@@ -243,6 +243,10 @@ class _Bindings:
         self.imports: list[cst.Import | cst.ImportFrom] = []
         #: simple ``name = value`` assignments: candidate aliases of module state
         self.values: dict[str, list[cst.BaseExpression]] = {}
+        #: ``obj.attr = value`` assignments as (obj name, attr, value): ``self.queue = _QUEUE``
+        self.attribute_values: list[tuple[str, str, cst.BaseExpression]] = []
+        #: values of ``return`` statements
+        self.returns: list[cst.BaseExpression] = []
         self._depth = 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -261,8 +265,14 @@ class _Bindings:
             self.imports.append(node)  # type: ignore[arg-type]
         elif kind is cst.Assign:
             for target in node.targets:  # type: ignore[attr-defined]
-                if type(target.target) is cst.Name:
-                    self.values.setdefault(target.target.value, []).append(node.value)  # type: ignore[attr-defined]
+                t = target.target
+                if type(t) is cst.Name:
+                    self.values.setdefault(t.value, []).append(node.value)  # type: ignore[attr-defined]
+                elif type(t) is cst.Attribute and type(t.value) is cst.Name:
+                    self.attribute_values.append((t.value.value, t.attr.value, node.value))  # type: ignore[attr-defined]
+        elif kind is cst.Return:
+            if node.value is not None:  # type: ignore[attr-defined]
+                self.returns.append(node.value)  # type: ignore[attr-defined]
         elif kind is cst.AssignTarget:
             self._targets(node.target)  # type: ignore[attr-defined]
         elif kind is cst.AugAssign or (kind is cst.AnnAssign and node.value is not None):  # type: ignore[attr-defined]
