@@ -19,10 +19,15 @@ reach, which is why runtime tests also check by pid). ``assert_clean`` polls unt
 ``wait`` seconds pass, then fails listing every new segment and every live
 descendant (pid, state and command line). The multiprocessing resource
 tracker and forkserver helpers are ignored: they are per-interpreter
-singletons, not leaks. ``ignore_shm`` (a regex) excludes segment names
-owned by something else running on the same machine, e.g. another test
-session; the environment variable ``OMNI_LEAKCHECK_IGNORE_SHM`` sets a
-default for local parallel runs (CI leaves it unset: everything counts).
+singletons, not leaks.
+
+Other test sessions on the same machine create segments too. A segment
+named the way :class:`~omni_runtime.transport.shm.ShmPool` names them
+(``<prefix><pid>-<seq>``) whose creator pid is alive and is not this process
+or one of its descendants is someone else's and is ignored; every other new
+entry counts (a dead creator's segment is exactly the crash leak to catch).
+``ignore_shm`` (a regex, default from ``OMNI_LEAKCHECK_IGNORE_SHM``)
+excludes more names for local parallel runs; CI leaves it unset.
 """
 
 from __future__ import annotations
@@ -73,6 +78,18 @@ def descendants(pid: int | None = None) -> dict[int, str]:
                 nxt.add(child)
         frontier = nxt
     return found
+
+
+_POOL_NAME = re.compile(r"^.+-(\d+)-\d+$")
+
+
+def _foreign(name: str, ours: set[int]) -> bool:
+    """A pool segment whose creator is alive and not in our process tree."""
+    m = _POOL_NAME.match(name)
+    if m is None:
+        return False
+    pid = int(m.group(1))
+    return pid not in ours and os.path.exists(f"/proc/{pid}")
 
 
 def _cmdline(pid: int) -> str:
@@ -127,9 +144,13 @@ class LeakCheck:
 
     def leaks(self) -> tuple[list[str], dict[int, str]]:
         """``(new segment names, {pid: description})`` right now."""
-        new_shm = sorted(n for n in shm_entries(self.shm_dir) - self.shm_before if not (self.ignore_shm and self.ignore_shm.search(n)))
+        family = descendants()
+        ours = set(family) | {os.getpid()}
+        new_shm = sorted(
+            n for n in shm_entries(self.shm_dir) - self.shm_before if not (self.ignore_shm and self.ignore_shm.search(n)) and not _foreign(n, ours)
+        )
         helpers = _helper_pids()
-        kids = {pid: f"state={state} cmd={_cmdline(pid)}" for pid, state in descendants().items() if pid not in self.children_before and pid not in helpers}
+        kids = {pid: f"state={state} cmd={_cmdline(pid)}" for pid, state in family.items() if pid not in self.children_before and pid not in helpers}
         return new_shm, kids
 
     def assert_clean(self, wait: float = 5.0) -> None:
