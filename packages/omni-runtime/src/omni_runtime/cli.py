@@ -229,19 +229,38 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         finally:
             await _quiet_shutdown(runtime)
 
-    audio = asyncio.run(run())
-    payload = encode(audio, fmt)
     if out is None:
-        sys.stdout.buffer.write(payload)
-        sys.stdout.buffer.flush()
-    else:
-        _write_atomic(out, payload)
-        seconds = audio.frames / audio.sample_rate
-        print(f"wrote {out} ({fmt}, {seconds:.2f} s, {audio.sample_rate} Hz, {audio.channels} channel{'s' if audio.channels != 1 else ''})")
+        with _stdout_reserved() as audio_out:
+            audio = asyncio.run(run())
+            audio_out.write(encode(audio, fmt))
+        return 0
+    audio = asyncio.run(run())
+    _write_atomic(out, encode(audio, fmt))
+    seconds = audio.frames / audio.sample_rate
+    print(f"wrote {out} ({fmt}, {seconds:.2f} s, {audio.sample_rate} Hz, {audio.channels} channel{'s' if audio.channels != 1 else ''})")
     return 0
 
 
 # -- shared -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _stdout_reserved() -> Iterator[Any]:
+    """Keep the real stdout for audio bytes (``-o -``); everything else printing there goes to stderr.
+
+    Stage processes inherit file descriptor 1, so a stray ``print`` in model
+    code would otherwise corrupt the audio piped into another program.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with os.fdopen(os.dup(saved), "wb") as audio_out:
+            yield audio_out
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def load_pipeline(args: argparse.Namespace) -> Pipeline:

@@ -11,6 +11,7 @@ request fields, the way a client would send them through ``extra_body``:
   ``<request_id>.cancelled`` or ``.finished``;
 - ``return_whole``: return the audio in the final payload instead of streaming it;
 - env ``SERVING_TEST_PID_DIR``: each factory writes ``<stage>.pid`` there;
+- text containing ``NOISY`` makes the frontend print to its stdout;
 - text containing ``FAIL_FRONTEND`` / ``FAIL_VOCODER`` / ``FAIL_MIDSTREAM`` raises.
 """
 
@@ -48,6 +49,8 @@ class Frontend:
         data = payload.data
         if "FAIL_FRONTEND" in data["text"]:
             raise ValueError("the frontend refuses this text")
+        if "NOISY" in data["text"]:
+            print("frontend: chatty model code printing to stdout", flush=True)
         data["plan_text_chars"] = len(data["text"])
         return payload
 

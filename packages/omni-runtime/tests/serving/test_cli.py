@@ -50,6 +50,20 @@ def test_synthesize_writes_a_valid_wav(tmp_path):
     assert "frontend : frontend" in result.stderr  # the topology table is printed before spawning
 
 
+def test_synthesize_to_stdout_keeps_the_audio_clean():
+    """``-o -`` pipes raw audio; prints from stage processes must not end up inside it."""
+    text = "NOISY stage, clean pipe."
+    result = subprocess.run(
+        omni_command("synthesize", text, "-o", "-", "--format", "pcm", "--config", str(PIPELINE)),
+        env=omni_env(),
+        capture_output=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    np.testing.assert_array_equal(np.frombuffer(result.stdout, "<i2"), _expected(text))
+    assert b"chatty model code" in result.stderr
+
+
 def test_synthesize_stage_failure_exits_2_with_the_stage_message(tmp_path):
     out = tmp_path / "out.wav"
     result = run_omni("synthesize", "FAIL_FRONTEND please", "-o", str(out), "--config", str(PIPELINE))
