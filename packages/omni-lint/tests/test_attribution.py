@@ -396,6 +396,24 @@ NOT_HANDOFFS = {
         def build_tts_engine():
             return lambda p: _split(p.data["text"])
     """,
+    "a shared helper that writes and reads its own flag in both stages": """
+        _LOADING = False
+        _PLUGINS = []
+        def plugins():
+            global _LOADING
+            if _LOADING:
+                return ()
+            _LOADING = True
+            try:
+                _PLUGINS.append(len(_PLUGINS))
+                return list(_PLUGINS)
+            finally:
+                _LOADING = False
+        def build_preprocessing():
+            return lambda p: plugins()
+        def build_tts_engine():
+            return lambda p: plugins()
+    """,
     "state written and read by the same stage": """
         _S = {}
         def build_preprocessing():

@@ -44,6 +44,8 @@ class Access:
     kind: str  # read | write | cache | rebind (an attribute or parameter given a new object)
     parsed: ParsedFile = field(compare=False, repr=False)
     node: cst.CSTNode = field(compare=False, repr=False)
+    #: inside a method (reached with every method of its class, so sites say less about who runs them)
+    in_method: bool = field(default=False, compare=False)
 
     @property
     def path(self) -> str:
@@ -380,7 +382,7 @@ class _Walker:
                 if (final, id(node)) in seen:
                     continue
                 seen.add((final, id(node)))
-                accesses.append(Access(key, final, self.parsed, node))
+                accesses.append(Access(key, final, self.parsed, node, self.scope.func.cls is not None))
         reaches = set(self.reaches) | set(self.scope.func.nested)
         return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)))
 

@@ -29,6 +29,20 @@ class StageAnalysis:
     complete: bool
 
 
+def _same_code(writer: StageUse, reader: StageUse) -> bool:
+    """Both stages run exactly the writer's writes and the reader's reads in the same functions
+    (a shared helper such as a re-entrancy flag or a memo): each stage uses the state on its own,
+    nothing is handed over. Not applied to accesses inside methods: every method of an
+    instantiated class counts as reached, so equal method sites prove nothing."""
+    if any(a.in_method for a in (*writer.writes, *reader.reads)):
+        return False
+    writer_writes = {id(a.node) for a in writer.writes}
+    reader_writes = {id(a.node) for a in reader.writes}
+    writer_reads = {id(a.node) for a in writer.reads}
+    reader_reads = {id(a.node) for a in reader.reads}
+    return writer_writes <= reader_writes and reader_reads <= writer_reads
+
+
 def check_pipeline(
     view: PipelineView,
     stages: dict[str, StageAnalysis],
@@ -66,6 +80,8 @@ def check_pipeline(
         for writer in writers:
             for reader in readers:
                 if writer == reader or frozenset((writer, reader)) in reported:
+                    continue
+                if _same_code(stages[writer].uses[key], stages[reader].uses[key]):
                     continue
                 tied = view.declared_path(writer, reader)
                 if tied is not None:

@@ -82,7 +82,10 @@ it. Declared edges tie stages together transitively, so the handoff is safe
 when the writer and the reader are connected through declared edges. The
 message names the state (with the line that defines it), the writer and reader
 stages and the edge(s) to declare. Fix: declare the edges, or move the state
-into the payload (StagePayload.data) so the stages can be split.
+into the payload (StagePayload.data) so the stages can be split. When both
+stages run exactly the same accesses (a shared helper that writes and reads the
+state itself, such as a re-entrancy flag or a memo), each uses the state on its
+own and nothing is handed over, so it is not reported.
 """,
             _HANDOFF_INVALID,
             _HANDOFF_VALID,
