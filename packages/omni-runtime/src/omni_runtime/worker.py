@@ -82,9 +82,19 @@ def main(topology_json: str, instance_name: str, run_json: str, parent_pid: int,
     for placement in instance.stages:
         os.environ.update(topology.stage(placement.stage).env)
     worker = Worker(topology, instance, run, options)
+    profile_dir = os.environ.get("OMNI_RUNTIME_PROFILE_DIR")
+    profiler = None
+    if profile_dir:  # operators: cProfile every worker, one .prof file per instance
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         asyncio.run(worker.run())
     finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(os.path.join(profile_dir, f"{instance_name}.prof"))
         sys.stdout.flush()
         sys.stderr.flush()
     # Threads of sync stages that ignore ctx.cancelled must not keep a stopped worker alive.
@@ -92,10 +102,26 @@ def main(topology_json: str, instance_name: str, run_json: str, parent_pid: int,
 
 
 def _on_parent_death(run: dict[str, str]) -> None:
-    """The parent is gone (even SIGKILL): remove the run's sockets and shared memory ourselves."""
-    from .transport import RunDir
+    """The parent is gone (even SIGKILL): remove the run's sockets and shared memory ourselves.
 
-    RunDir.from_dict(run).cleanup()
+    Plain ``os``/``shutil`` only: this can run from a signal handler while the
+    transport package is still half imported.
+    """
+    import shutil
+
+    shutil.rmtree(run["path"], ignore_errors=True)
+    prefix = run["shm_prefix"]
+    if prefix.endswith("-") and len(prefix) > 5:
+        try:
+            names = os.listdir("/dev/shm")
+        except OSError:
+            names = []
+        for name in names:
+            if name.startswith(prefix):
+                try:
+                    os.unlink(os.path.join("/dev/shm", name))
+                except OSError:
+                    pass
 
 
 class Worker:
