@@ -17,6 +17,10 @@ import torch
 from omni_runtime import RequestCancelled, StageContext, StagePayload
 
 
+ENV_AT_IMPORT = os.environ.get("OMNI_TEST_STAGE_ENV")
+"""Read when the worker imports this module: a stage's env is set before its factory is imported."""
+
+
 def _touch(data: dict[str, Any], name: str) -> None:
     pathlib.Path(data["marker_dir"], name).write_text(str(os.getpid()))
 
@@ -236,6 +240,8 @@ def build_inj_explicit(label: str, device: str, stage_name: str, gpu_id: int | N
 
     def run(payload: StagePayload, ctx: StageContext) -> StagePayload:
         payload.data["explicit"] = {**got, "ctx_device": ctx.device}
+        payload.data["env"] = os.environ.get("OMNI_TEST_STAGE_ENV")
+        payload.data["env_at_import"] = ENV_AT_IMPORT
         return payload
 
     return run

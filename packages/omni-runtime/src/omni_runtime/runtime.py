@@ -328,40 +328,49 @@ class Runtime:
             except Exception as exc:  # noqa: BLE001 - a malformed message must not stop the parent
                 self.log(f"omni: dropped a malformed message: {exc}")
                 continue
-            h = msg.header
-            kind = h[E.KIND]
-            if kind == E.READY:
-                msg.discard()
-                self._on_ready(h[E.SRC])
-                continue
-            if kind == E.STARTUP_ERROR:
-                tb = msg.payload() if h.get(E.HAS_DATA) else ""
-                self._on_startup_error(h[E.SRC], h.get(E.STAGE) or None, tb)
-                continue
-            req = self._inflight.get(h.get(E.RID, ""))
-            if req is None:
-                msg.discard()
-                continue
             try:
-                data = (await msg.payload_async()) if h.get(E.HAS_DATA) else None
-            except Exception as exc:  # noqa: BLE001 - an undecodable result fails its request
-                msg.discard()
-                self._finish(req, error=RequestFailed(f"could not decode a message for the request: {exc}"))
-                await self._broadcast_cancel(req)
-                continue
-            if kind == E.OUT:
-                req.chunks.put_nowait(data)
-            elif kind == E.RESULT:
-                req.timings.update(h.get(E.TIMINGS, {}))
-                self._finish(req, result=data)
-            elif kind == E.ERROR:
-                req.timings.update(h.get(E.TIMINGS, {}))
-                stage = h.get(E.STAGE, "")
-                process = self.router.stages[stage].process if stage in self.router.stages else None
-                error = RequestFailed(h.get(E.TEXT, "stage failed"), stage=stage or None, process=process)
-                error.detail = data if isinstance(data, str) else ""
-                self._finish(req, error=error)
-                await self._broadcast_cancel(req, skip=h.get(E.SRC))
+                await self._dispatch(msg)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one bad message must not stop every request
+                self.log(f"omni: error while handling a {msg.header.get(E.KIND)!r} message: {type(exc).__name__}: {exc}")
+
+    async def _dispatch(self, msg: Any) -> None:
+        """Handle one message from a worker (runs on the parent's receive loop)."""
+        h = msg.header
+        kind = h[E.KIND]
+        if kind == E.READY:
+            msg.discard()
+            self._on_ready(h[E.SRC])
+            return
+        if kind == E.STARTUP_ERROR:
+            tb = msg.payload() if h.get(E.HAS_DATA) else ""
+            self._on_startup_error(h[E.SRC], h.get(E.STAGE) or None, tb)
+            return
+        req = self._inflight.get(h.get(E.RID, ""))
+        if req is None:
+            msg.discard()
+            return
+        try:
+            data = (await msg.payload_async()) if h.get(E.HAS_DATA) else None
+        except Exception as exc:  # noqa: BLE001 - an undecodable result fails its request
+            msg.discard()
+            self._finish(req, error=RequestFailed(f"could not decode a message for the request: {exc}"))
+            await self._broadcast_cancel(req)
+            return
+        if kind == E.OUT:
+            req.chunks.put_nowait(data)
+        elif kind == E.RESULT:
+            req.timings.update(h.get(E.TIMINGS, {}))
+            self._finish(req, result=data)
+        elif kind == E.ERROR:
+            req.timings.update(h.get(E.TIMINGS, {}))
+            stage = h.get(E.STAGE, "")
+            process = self.router.stages[stage].process if stage in self.router.stages else None
+            error = RequestFailed(h.get(E.TEXT, "stage failed"), stage=stage or None, process=process)
+            error.detail = data if isinstance(data, str) else ""
+            self._finish(req, error=error)
+            await self._broadcast_cancel(req, skip=h.get(E.SRC))
 
     def _on_ready(self, name: str) -> None:
         assert self._launcher is not None

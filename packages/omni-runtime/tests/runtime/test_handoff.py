@@ -70,6 +70,9 @@ def test_factory_injection_by_signature_and_cpu_device(main_rt, loop_thread: Loo
     }
     # a **kwargs factory receives its factory_args and none of the injected values
     assert result["kwargs_factory_got"] == ["extra"]
+    # the stage's env is set in its process before the factory module is imported
+    assert result["env"] == result["env_at_import"] == "set-by-config"
+    assert os.environ.get("OMNI_TEST_STAGE_ENV") is None
 
 
 def test_many_concurrent_requests_each_get_their_own_result(main_rt, loop_thread: LoopThread, tmp_path):

@@ -38,7 +38,7 @@ def main_topology() -> CompiledTopology:
             {"name": "stream_src", "factory": f"{S}:build_stream_source", "process": "front", "stream_to": "stream_sink", "next": "stream_sink"},
             {"name": "stream_sink", "factory": f"{S}:build_stream_sink", "process": "back", "terminal": True},
             {"name": "inj_explicit", "factory": f"{S}:build_inj_explicit", "factory_args": {"label": "L"}, "process": "front", "gpu": 0,
-             "next": "inj_kwargs", **_fraction(0.1)},
+             "next": "inj_kwargs", "env": {"OMNI_TEST_STAGE_ENV": "set-by-config"}, **_fraction(0.1)},
             {"name": "inj_kwargs", "factory": f"{S}:build_inj_kwargs", "factory_args": {"extra": 1}, "process": "front", "gpu": 0,
              "terminal": True, **_fraction(0.15)},
             {"name": "tp_stage", "factory": f"{S}:build_tp_stage", "process": "tp", "tp_size": 2, "gpu": [0, 1], "next": "tp_after",
