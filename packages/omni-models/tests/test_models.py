@@ -8,9 +8,8 @@ import wave
 
 import pytest
 import torch
-from models_table import CASES, IDS
-
 from helpers import FakeCtx, StagePayload, build_stages, synthesize
+from models_table import CASES, IDS
 
 SHORT = "Hello there."
 LONG = "The quick brown fox jumps over the lazy dog."

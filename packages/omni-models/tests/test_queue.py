@@ -1,7 +1,6 @@
 import threading
 
 import pytest
-
 from omni_models.common.queue import HandoffError, PreparedRequestQueue
 
 

@@ -3,7 +3,6 @@ vocoding give the same samples."""
 
 import pytest
 import torch
-
 from helpers import FakeCtx, StagePayload, build_stages, synthesize
 
 TEXT = "Streaming must not change a single sample."

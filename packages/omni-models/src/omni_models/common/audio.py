@@ -70,7 +70,7 @@ def reference_audio(data: dict[str, Any], target_rate: int) -> torch.Tensor | No
         if audio.dim() != 2:
             raise ValueError(f"ref_audio must be [samples] or [channels, samples], got shape {tuple(raw.shape)}")
     else:
-        raise ValueError(f"ref_audio must be a float tensor or WAV bytes, got {type(raw).__name__}")
+        raise ValueError(f"ref_audio must be a float tensor or WAV bytes, got {type(raw).__name__}")  # noqa: TRY004 - a request field: reported like every other user error
     if audio.shape[-1] == 0:
         raise ValueError("ref_audio is empty; send at least a fraction of a second of speech")
     if audio.shape[-1] / rate > MAX_REFERENCE_SECONDS:

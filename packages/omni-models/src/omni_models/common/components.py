@@ -19,8 +19,8 @@ from torch import nn
 from .ar import ARConfig, ARModel
 from .codec import CodecConfig, CodecDecoder, CodecEncoder, ResidualVQ
 from .flow import FlowEstimator
-from .speaker import SpeakerEncoder, SpeakerEncoderConfig
 from .sampling import stable_seed
+from .speaker import SpeakerEncoder, SpeakerEncoderConfig
 from .weights import DEFAULT_SEED, LOAD_FORMATS, init_dummy, load_component, resolve_device, save_checkpoint
 
 Component = tuple[Callable[[Any], nn.Module], Hashable]
@@ -80,7 +80,7 @@ class Loader:
         if self.load_format not in LOAD_FORMATS:
             raise ValueError(f"load_format {self.load_format!r} is not supported; use one of: {', '.join(LOAD_FORMATS)}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")  # noqa: TRY004 - a config value: reported like every other config error
         torch.device(self.device)  # rejects a malformed device string early
 
     @classmethod

@@ -46,7 +46,7 @@ def check_speed(speed: Any) -> float:
     if speed is None:
         return 1.0
     if isinstance(speed, bool) or not isinstance(speed, (int, float)):
-        raise ValueError(f"speed must be a number between {MIN_SPEED} and {MAX_SPEED}, got {speed!r}")
+        raise ValueError(f"speed must be a number between {MIN_SPEED} and {MAX_SPEED}, got {speed!r}")  # noqa: TRY004 - a request field: reported like its range check
     if not MIN_SPEED <= float(speed) <= MAX_SPEED:
         raise ValueError(f"speed {speed} is out of range; use a value between {MIN_SPEED} and {MAX_SPEED}")
     return float(speed)

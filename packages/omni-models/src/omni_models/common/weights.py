@@ -72,7 +72,7 @@ def load_safetensors(module: nn.Module, model_path: str | Path | None, component
     found: dict[str, torch.Tensor] = {}
     for path in _checkpoint_files(model_path):
         with safe_open(str(path), framework="pt") as handle:
-            for key in handle.keys():
+            for key in handle.keys():  # noqa: SIM118 - safe_open is not a dict
                 if key.startswith(prefix):
                     found[key[len(prefix) :]] = handle.get_tensor(key)
     expected = dict(module.state_dict())

@@ -21,7 +21,7 @@ MODEL = "qwen3_tts"
 EDGE = "preprocessing -> tts_engine"
 
 _PREPROCESSING_CONTEXT: dict[str, Any] = {}
-_PREPARED_REQUESTS: dict[str, tuple[float, "PreparedRequest"]] = {}
+_PREPARED_REQUESTS: dict[str, tuple[float, PreparedRequest]] = {}
 
 #: The stage contract has no per-stage abort hook: a request cancelled between preprocessing and
 #: the engine would leave its entry behind, so entries older than this are dropped on each put.
