@@ -144,6 +144,8 @@ async def measure_omni(grouped: bool, hop_requests: int, load_requests: int, con
         hops: dict[str, list[float]] = {name: [] for name in HOPS}
         for _ in range(hop_requests):
             stamps = (await one())["t"]
+            if len(stamps) != len(HOPS) + 1:
+                raise RuntimeError(f"a request passed {len(stamps) - 2} stages instead of {len(STAGES)}: stamps {stamps}")
             for name, a, b in zip(HOPS, stamps, stamps[1:]):
                 hops[name].append((b - a) / 1e3)
         loads = {c: await closed_loop(one, c, load_requests) for c in concurrencies}
