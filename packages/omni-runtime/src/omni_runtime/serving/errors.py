@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -65,6 +66,15 @@ def install_handlers(app: FastAPI) -> None:
             error_body(str(exc.detail), type=kind, code=None),
             status_code=exc.status_code,
             headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
+        return JSONResponse(
+            error_body(first.get("msg", "invalid request"), type="invalid_request_error", param=param, code="invalid_value"),
+            status_code=400,
         )
 
     @app.exception_handler(Exception)
