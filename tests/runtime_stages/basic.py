@@ -288,3 +288,35 @@ def build_tone(device: str, total_gpu_memory_fraction: float | None):
         return StagePayload(payload.request_id, {"sample_rate": 16000, "device": device, "fraction": total_gpu_memory_fraction})
 
     return run
+
+
+# -- in-process streaming: async producer, sync consumer ------------------------------
+
+
+class LocalStreamSource:
+    async def process(self, payload: StagePayload, ctx: StageContext) -> StagePayload:
+        ids = []
+        for i in range(payload.data["n"]):
+            chunk = {"seq": i, "t": torch.arange(3) + i}
+            ids.append(id(chunk))
+            await ctx.aemit(chunk)
+        return StagePayload(payload.request_id, {"ids": ids})
+
+
+def build_local_stream_source() -> LocalStreamSource:
+    return LocalStreamSource()
+
+
+class LocalStreamSink:
+    def consume(self, chunks, ctx: StageContext) -> StagePayload:
+        received = []
+        ids = []
+        for chunk in chunks:  # a blocking iterator: this runs in a worker thread
+            received.append(chunk["seq"])
+            ids.append(id(chunk))
+        sent_ids = ctx.upstream_payload.data["ids"]
+        return StagePayload(ctx.request_id, {"order": received, "same_objects": ids == sent_ids, "pid": os.getpid()})
+
+
+def build_local_stream_sink() -> LocalStreamSink:
+    return LocalStreamSink()

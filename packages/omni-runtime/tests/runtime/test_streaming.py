@@ -71,6 +71,15 @@ def test_route_fn_choosing_an_unknown_target_fails_the_request_with_the_stage_na
         loop_thread.run(run())
     assert str(info.value) == (
         "stage router (process front) routing: ValueError: route_fn returned ['nowhere'], which is not among next targets "
-        "['produce', 'fan', 'boom', 'slow', 'stream_src', 'inj_explicit', 'tp_stage']"
+        "['produce', 'fan', 'boom', 'slow', 'stream_src', 'inj_explicit', 'tp_stage', 'lstream_src']"
     )
     assert info.value.stage == "router" and info.value.process == "front"
+
+
+def test_in_process_stream_hands_over_the_chunk_objects_themselves(main_rt, loop_thread: LoopThread):
+    # async producer (aemit, bounded queue) -> sync consumer (blocking iterator), both in process front
+    chunks, result = loop_thread.run(_stream(main_rt, {"mode": "lstream_src", "n": 200}))
+    assert chunks == []  # lstream_sink is terminal but emits nothing to the client
+    assert result["order"] == list(range(200))
+    assert result["same_objects"] is True
+    assert result["pid"] == main_rt.instance_pids()["front"]

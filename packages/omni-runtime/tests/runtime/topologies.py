@@ -24,7 +24,7 @@ def main_topology() -> CompiledTopology:
     return topology(
         [
             {"name": "router", "factory": f"{S}:build_router", "process": "front", "route_fn": f"{S}:route_by_mode",
-             "next": ["produce", "fan", "boom", "slow", "stream_src", "inj_explicit", "tp_stage"]},
+             "next": ["produce", "fan", "boom", "slow", "stream_src", "inj_explicit", "tp_stage", "lstream_src"]},
             {"name": "produce", "factory": f"{S}:build_produce", "process": "front", "next": "consume_local"},
             {"name": "consume_local", "factory": f"{S}:build_consume_local", "process": "front", "next": "cross"},
             {"name": "cross", "factory": f"{S}:build_cross", "process": "back", "terminal": True},
@@ -43,6 +43,8 @@ def main_topology() -> CompiledTopology:
              "terminal": True, **_fraction(0.15)},
             {"name": "tp_stage", "factory": f"{S}:build_tp_stage", "process": "tp", "tp_size": 2, "gpu": [0, 1], "next": "tp_after",
              **_fraction(0.5)},
+            {"name": "lstream_src", "factory": f"{S}:build_local_stream_source", "process": "front", "stream_to": "lstream_sink", "next": "lstream_sink"},
+            {"name": "lstream_sink", "factory": f"{S}:build_local_stream_sink", "process": "front", "terminal": True},
             {"name": "tp_after", "factory": f"{S}:build_tp_after", "process": "front", "terminal": True},
         ]
     )
