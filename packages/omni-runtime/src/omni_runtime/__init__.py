@@ -23,7 +23,13 @@ Extensions beyond apis.md: ``Runtime(..., stage_threads=64)``, ``rt.instance_pid
 ``RequestFailed.kind`` (``stage_error``, ``process_died``, ``cancelled``, ``shutdown``,
 ``unavailable``), ``RequestCancelled`` and ``RuntimeNotRunning``, all subclasses of
 ``omni_runtime.errors.RuntimeFailure``. ``Runtime`` also accepts a ``PipelineConfig``
-(compiled once in the constructor).
+(compiled once in the constructor). ``Runtime(..., shm_budget_bytes=1<<30, send_timeout=30.0)``:
+per-process shared-memory budget, bound on the parent's admission send.
+
+Behaviour choices: TP stages run one process per rank; every rank receives the payload and
+chunks, rank 0's output and emitted chunks continue, other ranks' outputs are dropped.
+``handle.stage_timings`` is complete when the request finishes. Scripts that start a runtime
+need ``if __name__ == "__main__":`` (workers use the ``spawn`` start method).
 """
 
 from .context import StageContext
