@@ -66,7 +66,7 @@ def echo_worker(run: dict, budget: int, threshold: int) -> None:
             elif kind == "hold":
                 # Decode zero-copy views, keep them until "drop", so the
                 # sender's segments stay pinned (back-pressure tests).
-                held = msg.payload(shm_copy=False)
+                held = msg.payload(shm_mode="view")
                 out.send({"kind": "holding", "n": len(held)})
                 while True:
                     nxt = inbox.recv()
@@ -77,7 +77,7 @@ def echo_worker(run: dict, budget: int, threshold: int) -> None:
                 del held
                 out.send({"kind": "dropped"})
             elif kind == "die":
-                msg.payload(shm_copy=False)  # hold a view, then die without cleanup
+                msg.payload(shm_mode="view")  # hold a view, then die without cleanup
                 os.kill(os.getpid(), signal.SIGKILL)
             else:
                 msg.discard()

@@ -22,6 +22,7 @@ Typical wiring in one process of a run::
     await to_parent.send({"kind": "ready", "instance": "vocoder@r0"})
     msg = await inbox.recv()
     data = await msg.payload_async()     # or msg.discard() to drop it
+    # shm receive mode: Codec(shm_mode="copy" | "view" | "adopt"), see .shm
     ...
     pool.close()                          # and in the parent: run.cleanup()
 """

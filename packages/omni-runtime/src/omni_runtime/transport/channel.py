@@ -133,7 +133,7 @@ class Message:
         """Payload bytes that came over the socket (not counting shared memory)."""
         return sum(_frame_len(f) for f in self.frames)
 
-    def payload(self, *, device: Any = None, shm_copy: bool | None = None) -> Any:
+    def payload(self, *, device: Any = None, shm_mode: str | None = None) -> Any:
         """Decode and return the payload, once; see :meth:`Codec.decode`.
 
         The message keeps no reference to the result (a zero-copy view must
@@ -144,15 +144,15 @@ class Message:
             raise CodecError(f"message payload was already {self._state}; decode it once")
         frames, self.frames = self.frames, []
         self._state = "decoded"
-        return self._codec.decode(frames, device=device, shm_copy=shm_copy)
+        return self._codec.decode(frames, device=device, shm_mode=shm_mode)
 
-    async def payload_async(self, *, device: Any = None, shm_copy: bool | None = None) -> Any:
+    async def payload_async(self, *, device: Any = None, shm_mode: str | None = None) -> Any:
         """:meth:`payload`, off the event loop when it copies a lot of data."""
         if self._state == "new" and (self.shm_count or self.nbytes >= _ASYNC_DECODE_BYTES):
             loop = asyncio.get_running_loop()
-            call = functools.partial(self.payload, device=device, shm_copy=shm_copy)
+            call = functools.partial(self.payload, device=device, shm_mode=shm_mode)
             return await loop.run_in_executor(_executor("decode"), call)
-        return self.payload(device=device, shm_copy=shm_copy)
+        return self.payload(device=device, shm_mode=shm_mode)
 
     def discard(self) -> None:
         """Drop the payload undecoded, releasing its shared memory now."""

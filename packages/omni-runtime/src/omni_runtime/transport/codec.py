@@ -54,7 +54,7 @@ import torch
 
 from .dtypes import DTYPE_BY_NAME, NAME_BY_DTYPE
 from .errors import CodecError, TransportError
-from .shm import ShmLease, ShmPool, ShmReader, ShmRef
+from .shm import RECEIVE_MODES, ShmLease, ShmPool, ShmReader, ShmRef
 
 __all__ = ["Codec", "CodecLimits", "Encoded", "decode", "discard", "encode"]
 
@@ -211,11 +211,15 @@ class Codec:
     Sender side: ``Codec(pool=ShmPool(prefix), shm_threshold=1 << 20)``;
     without a pool every tensor travels inline. Receiver side: ``reader``
     resolves shared-memory references (a default :class:`ShmReader` is
-    made on first use); ``shm_copy`` is the default receive mode for
-    shared-memory tensors (``True``: copy out and release at once, the safe
-    default; ``False``: zero-copy views that pin the sender's budget while
-    alive, one copy less, see :mod:`.shm`). One codec per process is the
-    intended use; it is thread-safe.
+    made on first use); ``shm_mode`` is the default receive mode for
+    shared-memory tensors: ``"copy"`` (the default: copy out, release at
+    once, the sender reuses its warm segment; no lifetime coupling at all),
+    ``"view"`` (zero-copy over a reused segment; pins the sender's budget
+    while the tensor lives: for data consumed and dropped soon) or
+    ``"adopt"`` (zero-copy, the receiver takes the memory over and the
+    sender's budget is freed at once, at the price of a fresh segment per
+    message); see :mod:`.shm`. One codec per
+    process is the intended use; it is thread-safe.
     """
 
     def __init__(
@@ -227,7 +231,7 @@ class Codec:
         inline_bytes_max: int = DEFAULT_INLINE_BYTES_MAX,
         limits: CodecLimits = CodecLimits(),
         shm_timeout: float | None = None,
-        shm_copy: bool = True,
+        shm_mode: str = "copy",
     ) -> None:
         if shm_threshold < 1:
             raise ValueError(f"shm_threshold={shm_threshold} must be >= 1 byte")
@@ -237,7 +241,9 @@ class Codec:
         self.inline_bytes_max = int(inline_bytes_max)
         self.limits = limits
         self.shm_timeout = shm_timeout
-        self.shm_copy = shm_copy
+        if shm_mode not in RECEIVE_MODES:
+            raise ValueError(f"shm_mode={shm_mode!r} must be one of {RECEIVE_MODES}")
+        self.shm_mode = shm_mode
 
     # -- encode ----------------------------------------------------------------------
 
@@ -397,24 +403,25 @@ class Codec:
 
     # -- decode ----------------------------------------------------------------------
 
-    def decode(self, frames: Sequence[Any], *, device: str | torch.device | None = None, shm_copy: bool | None = None) -> Any:
+    def decode(self, frames: Sequence[Any], *, device: str | torch.device | None = None, shm_mode: str | None = None) -> Any:
         """Decode frames produced by :meth:`encode` (``zmq.Frame``, bytes or memoryviews).
 
         ``device``: move tensors there (``None`` keeps them on the CPU).
-        ``shm_copy``: ``True`` copies shared-memory tensors out and releases
-        the segments before returning; ``False`` returns zero-copy views
-        that pin the sender's segments until freed (see :mod:`.shm`);
-        ``None`` uses the codec's ``shm_copy``.
+        ``shm_mode``: ``"adopt"``, ``"copy"`` or ``"view"`` for tensors in
+        shared memory (see :mod:`.shm`); ``None`` uses the codec's
+        ``shm_mode``.
         Raises :class:`CodecError` on malformed input; shared-memory
         references of a message that fails to decode are released.
         """
-        if shm_copy is None:
-            shm_copy = self.shm_copy
+        if shm_mode is None:
+            shm_mode = self.shm_mode
+        elif shm_mode not in RECEIVE_MODES:
+            raise ValueError(f"shm_mode={shm_mode!r} must be one of {RECEIVE_MODES}")
         bufs, refs, tree = self._parse(frames)
         used_bufs: set[int] = set()
         used_refs: set[int] = set()
         try:
-            value = self._dec(tree, bufs, refs, used_bufs, used_refs, 0, device, shm_copy)
+            value = self._dec(tree, bufs, refs, used_bufs, used_refs, 0, device, shm_mode)
             if len(used_bufs) != len(bufs):
                 raise CodecError(f"malformed message: {len(bufs) - len(used_bufs)} unreferenced buffer frame(s)")
             if len(used_refs) != len(refs):
@@ -495,7 +502,7 @@ class Codec:
             refs.append(ShmRef(r[0], r[1], r[2]))
         return views[1:], refs, outer[3]
 
-    def _dec(self, x, bufs, refs, used_bufs, used_refs, depth, device, shm_copy) -> Any:
+    def _dec(self, x, bufs, refs, used_bufs, used_refs, depth, device, shm_mode) -> Any:
         t = type(x)
         if t is str or t is int or t is float or t is bool or x is None or t is bytes:
             return x
@@ -503,17 +510,17 @@ class Codec:
             raise CodecError(f"malformed message: nesting deeper than {self.limits.max_depth}")
         if t is list:
             if x and type(x[0]) is _TupleMark:
-                return tuple(self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_copy) for v in x[1:])
-            return [self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_copy) for v in x]
+                return tuple(self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_mode) for v in x[1:])
+            return [self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_mode) for v in x]
         if t is dict:
             out = {}
             for k, v in x.items():
                 if type(k) is not str:
                     raise CodecError(f"malformed message: dict key {k!r} is not a str")
-                out[k] = self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_copy)
+                out[k] = self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_mode)
             return out
         if t is _TensorRef:
-            tensor = self._dec_tensor(x, bufs, refs, used_bufs, used_refs, shm_copy)
+            tensor = self._dec_tensor(x, bufs, refs, used_bufs, used_refs, shm_mode)
             if device is not None:
                 tensor = tensor.to(device)
             return tensor
@@ -526,7 +533,7 @@ class Codec:
             raise CodecError("malformed message: tuple marker outside the first array slot")
         raise CodecError(f"malformed message: unexpected {t.__name__} value")
 
-    def _dec_tensor(self, ref: _TensorRef, bufs, refs, used_bufs, used_refs, shm_copy) -> torch.Tensor:
+    def _dec_tensor(self, ref: _TensorRef, bufs, refs, used_bufs, used_refs, shm_mode) -> torch.Tensor:
         if len(ref.shape) > self.limits.max_ndim:
             raise CodecError(f"malformed message: tensor rank {len(ref.shape)} over the limit of {self.limits.max_ndim}")
         nbytes = math.prod(ref.shape) * ref.dtype.itemsize
@@ -550,7 +557,7 @@ class Codec:
             shm_ref = refs[ref.index]
             if shm_ref.nbytes != nbytes:
                 raise CodecError(f"malformed message: tensor {ref.dtype} {list(ref.shape)} needs {nbytes} bytes, segment reference has {shm_ref.nbytes}")
-            flat = self._get_reader().read(shm_ref, copy=shm_copy)
+            flat = self._get_reader().read(shm_ref, mode=shm_mode)
             if nbytes == 0:
                 return torch.empty(ref.shape, dtype=ref.dtype)
             return flat.view(ref.dtype).view(ref.shape)

@@ -22,29 +22,39 @@ Ownership and lifetimes
   a shared ``flock`` on the segment file, checks the generation number
   written by the sender, and marks it claimed. A reference can be claimed
   once; a second decode of the same message fails with :class:`CodecError`.
-  The segment is released when the receiver's lock goes away:
+  Three receive modes (``mode=`` of :meth:`ShmReader.read`):
 
-  - ``copy=True`` (default, what the codec uses unless told otherwise): the
-    bytes are copied into an ordinary tensor and the lock is dropped at
-    once. Lifetimes are trivial; costs one copy on the receiving side.
-  - ``copy=False``: the tensor is a zero-copy view over the mapping; the
-    mapping (and with it the lock) lives exactly as long as any tensor
-    sharing that storage. Fast, but the sender's budget stays pinned while
-    the receiver holds the tensor, so use it only for data consumed soon.
+  - ``"copy"`` (the codec's default): the bytes are copied into an
+    ordinary tensor and the lock is dropped at once; the sender reuses the
+    (warm) segment. One extra copy, no lifetime coupling at all.
+  - ``"view"``: a zero-copy view over the (cached) mapping; the claim's lock
+    lives as long as any tensor sharing that storage, and the sender's
+    budget stays pinned until then. Fastest; for data the receiver drops
+    soon (a stage that caches received tensors would pin the budget).
+  - ``"adopt"``: the receiver maps the segment,
+    unlinks its name and marks it adopted; the returned tensor *is* the
+    segment memory (zero copies on the receiving side). The sender drops
+    the segment from its pool as soon as it sees the adoption, so its
+    budget is free again at once; the memory now belongs to the receiver
+    like any tensor it allocated, and the kernel frees it with the last
+    view (also when the receiver dies). The sender pays a fresh segment
+    per message (no reuse): page allocation plus a page-table setup in
+    both processes, which costs more than a copy below ~100 MiB on
+    tmpfs without huge pages.
 
-  Because release is a kernel lock, not a message, a receiver that crashes
-  (even SIGKILL) releases its segments automatically. A reference that is
-  never claimed (receiver died before reading, message dropped) is
-  reclaimed by the sender after ``claim_timeout`` seconds, or at once via
-  :meth:`ShmPool.reclaim_unclaimed` when the runtime knows the peer is dead.
-  Reclaiming bumps the generation, so a late reader gets a clear
+  Because release is a kernel lock or an adoption flag, not a message, a
+  receiver that crashes (even SIGKILL) releases its segments automatically.
+  A reference that is never claimed (receiver died before reading, message
+  dropped) is reclaimed by the sender after ``claim_timeout`` seconds, or at
+  once via :meth:`ShmPool.reclaim_unclaimed` when the runtime knows the peer
+  is dead. Reclaiming bumps the generation, so a late reader gets a clear
   :class:`CodecError` instead of someone else's bytes.
 * :meth:`ShmPool.close` (also run at interpreter exit) unlinks every segment
   of the pool; memory still mapped by a receiver view stays valid until that
   view is freed (POSIX unlink semantics).
 
 Segment layout: a 64-byte header ``magic(8) gen(u64) claimed(u64)
-capacity(u64)`` followed by the data, 64-byte aligned.
+capacity(u64) adopted(u64)`` followed by the data, 64-byte aligned.
 """
 
 from __future__ import annotations
@@ -79,6 +89,8 @@ _MAGIC = b"OMNISHM1"
 _HEADER = struct.Struct("<8sQQQ")  # magic, gen, claimed, capacity
 _GEN_OFFSET = 8
 _CLAIM_OFFSET = 16
+_ADOPT_OFFSET = 32
+RECEIVE_MODES = ("adopt", "copy", "view")
 _U64 = struct.Struct("<Q")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,200}$")
@@ -179,6 +191,9 @@ class _Segment:
 
     def claimed(self) -> bool:
         return _U64.unpack_from(self.mm, _CLAIM_OFFSET)[0] == self.gen
+
+    def adopted(self) -> bool:
+        return _U64.unpack_from(self.mm, _ADOPT_OFFSET)[0] == self.gen
 
     def destroy(self) -> None:
         try:
@@ -415,19 +430,33 @@ class ShmPool:
             "views); raise budget_bytes or the timeout, or release received tensors sooner"
         )
 
-    def _reclaimable(self, seg: _Segment, now: float, force: bool) -> bool:
-        if not (force or seg.claimed() or now - seg.sent_at >= self.claim_timeout):
-            return False
+    def _check_released(self, seg: _Segment, now: float, force: bool) -> str:
+        """``"busy"``, ``"free"`` (reusable, generation bumped) or ``"adopted"``.
+
+        The verdict is taken under an exclusive lock: a receiver holds its
+        shared lock from opening the segment until it has finished claiming
+        (and, for views, until the view dies), so while we hold the lock no
+        claim or adoption is half-done. Checking adoption *after* locking
+        matters: a segment whose adopter already freed its tensor is
+        unlocked yet must never be reused (its name is gone).
+        """
+        claimed = seg.claimed()
+        if claimed and seg.adopted():
+            return "adopted"
+        if not (force or claimed or now - seg.sent_at >= self.claim_timeout):
+            return "busy"
         try:
             fcntl.flock(seg.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return False  # a receiver still reads or views it
+            return "busy"  # a receiver still reads or views it
         try:
+            if seg.claimed() and seg.adopted():
+                return "adopted"
             seg.gen += 1  # invalidates any late reference to the old contents
             seg.write_gen()
         finally:
             fcntl.flock(seg.fd, fcntl.LOCK_UN)
-        return True
+        return "free"
 
     def _poll_sent(self, now: float, *, force: bool = False, exhaustive: bool = False) -> int:
         """Free released sent segments, oldest first; returns how many."""
@@ -437,7 +466,13 @@ class ShmPool:
             seg = self._sent.popleft()
             if seg.state != "sent":
                 continue
-            if self._reclaimable(seg, now, force):
+            verdict = self._check_released(seg, now, force)
+            if verdict == "adopted":
+                # The receiver owns this memory now: forget it, budget freed.
+                seg.state = "adopted"
+                self._drop(seg)
+                freed += 1
+            elif verdict == "free":
                 self._put_free(seg, now)
                 freed += 1
             else:
@@ -544,10 +579,11 @@ class ShmPool:
 class ShmReader:
     """Receiver side: claims references and turns them into tensors.
 
-    Mappings used with ``copy=True`` are cached (bounded by
-    ``cache_bytes``) because pools reuse segments: a steady stream then
-    costs one ``open``/``flock`` and one copy per tensor, no page-table
-    setup. Cached mappings of segments the sender has unlinked are dropped
+    Mappings used with ``mode="copy"`` and ``"view"`` are cached (bounded
+    by ``cache_bytes``) because pools reuse segments: a steady stream then
+    costs one ``open``/``flock`` per tensor (plus the copy in copy mode), no
+    page-table setup. A view holds the claim's locked file descriptor until
+    the last tensor sharing its storage is freed. Cached mappings of segments the sender has unlinked are dropped
     on the next sweep. ``allowed_prefix`` restricts which names a peer may
     make this process open.
     """
@@ -560,29 +596,42 @@ class ShmReader:
         self._cache: dict[str, tuple[int, int, mmap.mmap, torch.Tensor]] = {}
         self._last_sweep = time.monotonic()
 
-    def read(self, ref: ShmRef, *, copy: bool = True) -> torch.Tensor:
+    def read(self, ref: ShmRef, *, mode: str = "copy") -> torch.Tensor:
         """Claim ``ref`` and return its bytes as a flat ``uint8`` tensor.
 
-        ``copy=True``: a private tensor; the segment is released before
-        returning. ``copy=False``: a zero-copy view; released when the last
-        tensor sharing its storage is freed.
+        ``mode="copy"``: a private tensor; the segment is released before
+        returning. ``"view"``: a zero-copy view; released when the last
+        tensor sharing its storage is freed. ``"adopt"``: a zero-copy tensor
+        that owns the segment memory; the sender forgets the segment at once.
         """
-        fd, size, ino = self._open_claimed(ref)
+        if mode not in RECEIVE_MODES:
+            raise ValueError(f"shared-memory receive mode {mode!r} is not one of {RECEIVE_MODES}")
+        fd, size, ino = self._open_claimed(ref, adopt=mode == "adopt")
+        if mode == "view" and ref.nbytes:
+            try:
+                mm, _ = self._cached(ref.name, size, ino)
+                region = memoryview(mm)[HEADER_BYTES : HEADER_BYTES + ref.nbytes]
+                out = torch.frombuffer(region, dtype=torch.uint8)
+            except BaseException:
+                os.close(fd)
+                raise
+            # torch keeps `region` alive exactly as long as the storage; when
+            # the last view dies, closing fd drops the shared lock (release).
+            weakref.finalize(region, os.close, fd)
+            return out
         try:
-            if not copy:
+            if ref.nbytes == 0:
+                return torch.empty(0, dtype=torch.uint8)
+            if mode == "adopt":
+                # A private mapping of memory nobody else will reuse.
                 mm = mmap.mmap(fd, HEADER_BYTES + ref.nbytes, flags=_MAP_FLAGS)
-                if ref.nbytes == 0:
-                    mm.close()
-                    return torch.empty(0, dtype=torch.uint8)
-                # The mmap holds a dup of fd, so the shared lock lives as long
-                # as the mapping, i.e. as long as the returned storage.
                 return torch.frombuffer(mm, dtype=torch.uint8, count=ref.nbytes, offset=HEADER_BYTES)
             out = torch.empty(ref.nbytes, dtype=torch.uint8)
-            if ref.nbytes:
-                out.copy_(self._cached_view(ref.name, size, ino)[: ref.nbytes])
+            out.copy_(self._cached(ref.name, size, ino)[1][: ref.nbytes])
             return out
         finally:
-            os.close(fd)
+            if mode != "view" or not ref.nbytes:
+                os.close(fd)
 
     def release(self, ref: ShmRef) -> None:
         """Claim and release ``ref`` without reading (dropped message)."""
@@ -600,7 +649,7 @@ class ShmReader:
 
     # -- internals -----------------------------------------------------------------
 
-    def _open_claimed(self, ref: ShmRef) -> tuple[int, int, int]:
+    def _open_claimed(self, ref: ShmRef, *, adopt: bool = False) -> tuple[int, int, int]:
         name = ref.name
         if not isinstance(name, str) or not _NAME_RE.match(name) or (self.allowed_prefix is not None and not name.startswith(self.allowed_prefix)):
             raise CodecError(f"invalid shared-memory segment name {name!r} in message")
@@ -634,13 +683,21 @@ class ShmReader:
                 )
             if claimed == gen:
                 raise CodecError(f"shared-memory segment {name} generation {gen} was already consumed: a message carrying shared memory can be decoded once")
+            if adopt:
+                # Unlink first: from here on only mappings keep the memory, so
+                # no crash can leave this segment behind in /dev/shm.
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+                os.pwrite(fd, _U64.pack(gen), _ADOPT_OFFSET)  # before the claim: the sender reads claim, then adoption
             os.pwrite(fd, _U64.pack(gen), _CLAIM_OFFSET)
         except BaseException:
             os.close(fd)
             raise
         return fd, st.st_size, st.st_ino
 
-    def _cached_view(self, name: str, size: int, ino: int) -> torch.Tensor:
+    def _cached(self, name: str, size: int, ino: int) -> tuple[mmap.mmap, torch.Tensor]:
         with self._lock:
             now = time.monotonic()
             if now - self._last_sweep > 1.0:
@@ -649,7 +706,7 @@ class ShmReader:
             hit = self._cache.pop(name, None)
             if hit is not None and hit[0] == ino and hit[1] == size:
                 self._cache[name] = hit  # most recently used last
-                return hit[3]
+                return hit[2], hit[3]
             if hit is not None:
                 self._cache[name] = hit
                 self._evict(name)
@@ -667,7 +724,7 @@ class ShmReader:
                     break
                 total -= self._cache[key][1]
                 self._evict(key)
-            return view
+            return mm, view
 
     def _sweep(self) -> None:
         for name, (ino, _size, _mm, _view) in list(self._cache.items()):
