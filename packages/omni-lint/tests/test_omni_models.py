@@ -22,23 +22,31 @@ def test_omni_models_tree_is_clean():
     assert report.models >= 1
 
 
-def test_removing_a_backed_edge_fails_naming_it(tmp_path):
-    model = OMNI_MODELS / "qwen3_tts" / "pipeline.yaml"
-    if not model.is_file():
-        pytest.skip("omni_models/qwen3_tts is not written yet")
+@pytest.mark.parametrize(
+    ("model", "state"),
+    [
+        ("qwen3_tts", "_PREPARED_REQUESTS"),
+        ("fun_cosyvoice3", "_PREPARED_REQUESTS"),
+        ("moss_tts_local", "_PREPARED_QUEUE"),
+        ("moss_tts_delay", "_PREPARED_QUEUE"),
+    ],
+)
+def test_removing_a_backed_edge_fails_naming_it(tmp_path, model, state):
+    """In a temp copy, drop the declared preprocessing -> tts_engine edge of a model with a real handoff."""
+    if not (OMNI_MODELS / model / "pipeline.yaml").is_file():
+        pytest.skip(f"omni_models/{model} is not written yet")
     shutil.copytree(OMNI_MODELS, tmp_path / "omni_models", ignore=shutil.ignore_patterns("__pycache__"))
-    pipeline = tmp_path / "omni_models" / "qwen3_tts" / "pipeline.yaml"
+    pipeline = tmp_path / "omni_models" / model / "pipeline.yaml"
     data = yaml.safe_load(pipeline.read_text())
     before = len(data["process_local_edges"])
     data["process_local_edges"] = [e for e in data["process_local_edges"] if (e["src"], e["dst"]) != ("preprocessing", "tts_engine")]
-    assert len(data["process_local_edges"]) == before - 1, "qwen3_tts no longer declares preprocessing -> tts_engine"
+    assert len(data["process_local_edges"]) == before - 1, f"{model} no longer declares preprocessing -> tts_engine"
     pipeline.write_text(yaml.safe_dump(data, sort_keys=False))
 
-    report = run_lint(tmp_path / "omni_models" / "qwen3_tts", cwd=tmp_path)
+    report = run_lint(pipeline, cwd=tmp_path)
     assert report.exit_code == 1
     errors = [f for f in report.findings if f.severity is Severity.ERROR]
     assert errors and all(f.code == "OL001" for f in errors)
     assert all("declare process_local_edges preprocessing -> tts_engine" in f.message for f in errors)
-    assert all("omni_models/qwen3_tts/pipeline.yaml" in f.message for f in errors)
-    named = {f.message.split(" ", 1)[0] for f in errors}
-    assert "_PREPARED_REQUESTS" in named
+    assert all(f"omni_models/{model}/pipeline.yaml" in f.message for f in errors)
+    assert state in {f.message.split(" ", 1)[0] for f in errors}
