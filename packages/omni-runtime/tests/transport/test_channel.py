@@ -160,8 +160,10 @@ def test_back_pressure_across_processes(run_dir, spawn_ctx):
         pool.close()
 
 
-def test_stream_of_large_messages_under_a_small_budget(run_dir, spawn_ctx):
-    codec = Codec(reader=ShmReader(allowed_prefix=run_dir.shm_prefix))
+@pytest.mark.parametrize("mode", ["copy", "view", "adopt"])
+def test_stream_of_large_messages_under_a_small_budget(run_dir, spawn_ctx, mode):
+    # The sender polls for releases while this process claims concurrently.
+    codec = Codec(reader=ShmReader(allowed_prefix=run_dir.shm_prefix), shm_mode=mode)
     inbox = Inbox(run_dir.address("parent"), codec=codec)
     budget = 3 * (MiB + HEADER_BYTES)
     try:
@@ -172,6 +174,7 @@ def test_stream_of_large_messages_under_a_small_budget(run_dir, spawn_ctx):
                 assert msg.header["seq"] == i  # in order
                 t = msg.payload()
                 assert t.shape == (MiB // 8,) and bool((t == i).all())
+                del t
             done = expect(inbox, "done")
             assert 0 < done.header["allocated"] <= budget
             out.send({"kind": "ack"})
