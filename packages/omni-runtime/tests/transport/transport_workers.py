@@ -94,9 +94,11 @@ def crash_sender_worker(run: dict, nbytes: int) -> None:
     pool = ShmPool(rd.shm_prefix, budget_bytes=8 * nbytes + (1 << 20))
     codec = Codec(pool=pool, shm_threshold=1024)
     out = Outbox(rd.address("parent"), codec=codec)
+    # Lease first: leasing after the send could reuse the sent segment if the
+    # receiver has not locked it yet (a race under load), leaving one orphan, not two.
+    pool.acquire(nbytes)  # a leased-but-unsent segment
     out.send({"kind": "tensor"}, torch.full((nbytes // 4,), 7, dtype=torch.int32))
     out.close(linger=5.0)
-    pool.acquire(nbytes)  # a second, leased-but-unsent segment
     time.sleep(0.2)
     os.kill(os.getpid(), signal.SIGKILL)
 
