@@ -14,6 +14,7 @@ from e2e_support import omni
 from omni_runtime.workload_bench import Row, percentile, render_table, workload_text
 
 
+@pytest.mark.timeout(300)
 def test_bench_measures_current_and_alternative_side_by_side() -> None:
     result = omni(
         "bench", "--requests", "2", "--concurrency", "1,2", "--text-length", "60", "--device", "cpu",

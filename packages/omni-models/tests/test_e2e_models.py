@@ -49,6 +49,7 @@ def _check_audio(model_id: str, result: dict[str, Any], text: str) -> float:
     return seconds
 
 
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("which", TOPOLOGIES)
 @pytest.mark.parametrize("model_id", [m for m in MODEL_IDS if m != "omni/espeak"])
 def test_synthesis_on_cpu(model_id: str, which: str) -> None:

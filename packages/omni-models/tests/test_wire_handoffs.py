@@ -30,6 +30,9 @@ from omni_compiler import compile as compile_topology
 from omni_runtime import Runtime
 from omni_runtime.transport.leakcheck import LeakCheck, shm_entries
 
+# Each test starts two runtimes (spawned workers importing torch): allow for a loaded machine.
+pytestmark = pytest.mark.timeout(300)
+
 VOXTRAL = "mistralai/voxtral-tts"
 MING = "inclusionai/ming-omni-tts"
 
