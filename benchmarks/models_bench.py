@@ -74,13 +74,29 @@ def bench_model(model: str, args: argparse.Namespace) -> tuple[list[dict[str, An
 
     split = fully_split_overrides(load_model(model))
     cmd = [
-        sys.executable, "-c", "import sys; from omni_runtime.cli import main; sys.exit(main())",
-        "bench", "--model-path", model, "--device", "cpu", "--format", "json",
-        "--requests", str(args.requests), "--concurrency", args.concurrency, "--text-length", str(args.text_length),
-        "--warmup", str(args.warmup), "--alt", "fully_split=" + shlex.join(split),
+        sys.executable,
+        "-c",
+        "import sys; from omni_runtime.cli import main; sys.exit(main())",
+        "bench",
+        "--model-path",
+        model,
+        "--device",
+        "cpu",
+        "--format",
+        "json",
+        "--requests",
+        str(args.requests),
+        "--concurrency",
+        args.concurrency,
+        "--text-length",
+        str(args.text_length),
+        "--warmup",
+        str(args.warmup),
+        "--alt",
+        "fully_split=" + shlex.join(split),
     ]
     began = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False)
     elapsed = time.perf_counter() - began
     if not proc.stdout.strip():
         tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
@@ -101,11 +117,21 @@ def render(results: list[tuple[str, list[dict[str, Any]]]]) -> str:
         for r in rows:
             ref = base.get(r["concurrency"])
             ratio = "-" if r["topology"] == "current" or not ref or not ref["requests_per_s"] else f"{r['requests_per_s'] / ref['requests_per_s']:.2f}x"
-            body.append([
-                model, "default" if r["topology"] == "current" else r["topology"], str(r["processes"]), str(r["concurrency"]),
-                f"{r['requests'] - r['failed']}/{r['requests']}", f"{r['requests_per_s']:.2f}", ratio,
-                _ms(r["ttfa_p50_s"]), _ms(r["ttfa_p95_s"]), f"{r['realtime_factor']:.2f}", f"{sum(r['rss_mib'].values()):.0f}",
-            ])
+            body.append(
+                [
+                    model,
+                    "default" if r["topology"] == "current" else r["topology"],
+                    str(r["processes"]),
+                    str(r["concurrency"]),
+                    f"{r['requests'] - r['failed']}/{r['requests']}",
+                    f"{r['requests_per_s']:.2f}",
+                    ratio,
+                    _ms(r["ttfa_p50_s"]),
+                    _ms(r["ttfa_p95_s"]),
+                    f"{r['realtime_factor']:.2f}",
+                    f"{sum(r['rss_mib'].values()):.0f}",
+                ]
+            )
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip(), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in body]

@@ -16,9 +16,10 @@ import importlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -266,6 +267,7 @@ def omni_compile(*args: str, timeout: float = 60.0) -> subprocess.CompletedProce
         capture_output=True,
         text=True,
         timeout=timeout,
+        check=False,
     )
 
 
@@ -277,6 +279,7 @@ def omni(*args: str, timeout: float = 300.0, cwd: Path | None = None) -> subproc
         text=True,
         timeout=timeout,
         cwd=cwd,
+        check=False,
     )
 
 

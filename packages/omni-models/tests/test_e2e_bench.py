@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from e2e_support import omni
 from omni_runtime.workload_bench import Row, percentile, render_table, workload_text
 
@@ -17,8 +16,19 @@ from omni_runtime.workload_bench import Row, percentile, render_table, workload_
 @pytest.mark.timeout(300)
 def test_bench_measures_current_and_alternative_side_by_side() -> None:
     result = omni(
-        "bench", "--requests", "2", "--concurrency", "1,2", "--text-length", "60", "--device", "cpu",
-        "--format", "json", "--alt", "split=--stages.vocoder.process vocoder",
+        "bench",
+        "--requests",
+        "2",
+        "--concurrency",
+        "1,2",
+        "--text-length",
+        "60",
+        "--device",
+        "cpu",
+        "--format",
+        "json",
+        "--alt",
+        "split=--stages.vocoder.process vocoder",
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -65,7 +75,7 @@ def test_percentile_interpolates() -> None:
 
 
 def test_table_shows_ratios_against_the_current_topology() -> None:
-    common = dict(text_chars=80, requests=4, failed=0, wall_s=1.0, ttfa_p50_s=0.1, ttfa_p95_s=0.2, audio_s=4.0, startup_s=1.0)
+    common = {"text_chars": 80, "requests": 4, "failed": 0, "wall_s": 1.0, "ttfa_p50_s": 0.1, "ttfa_p95_s": 0.2, "audio_s": 4.0, "startup_s": 1.0}
     rows = [
         Row(topology="current", processes=1, concurrency=8, requests_per_s=2.0, realtime_factor=4.0, rss_mib={"pipeline": 300.0}, **common),
         Row(topology="split", processes=2, concurrency=8, requests_per_s=3.0, realtime_factor=6.0, rss_mib={"a": 200.0, "b": 250.0}, **common),

@@ -8,7 +8,6 @@ once the GPU fractions that make the sharing legal are declared.
 from __future__ import annotations
 
 import pytest
-
 from e2e_support import (
     MODEL_IDS,
     SPEC,
@@ -76,7 +75,9 @@ def test_every_other_split_compiles_once_fractions_make_sharing_legal(model_id: 
             pytest.fail(f"{model_id}: splitting {src} -> {dst} with {split + fractions} was rejected:\n{exc.render()}")
         edge = next(e for e in topology.edges if (e.src, e.dst) == (src, dst))
         assert edge.cross_process, f"{model_id}: {split} left {src} -> {dst} inside one process"
-        shared = config.placement.require_memory_fraction_for_colocation and any(len(budget.processes) > 1 and any(s.memory_fraction is None for s in config.stages if budget.gpu in s.gpu_ids) for budget in topology.gpus)
+        shared = config.placement.require_memory_fraction_for_colocation and any(
+            len(budget.processes) > 1 and any(s.memory_fraction is None for s in config.stages if budget.gpu in s.gpu_ids) for budget in topology.gpus
+        )
         if shared:
             # The fractions are what make it legal: the same topology without them is refused.
             with pytest.raises(TopologyError, match="total_gpu_memory_fraction"):
@@ -93,9 +94,7 @@ def test_fully_split_topology_keeps_process_local_pairs_together(model_id: str) 
 
 def test_higgs_prints_the_spec_table_and_redeclaring_it_is_a_no_op() -> None:
     model = "bosonai/higgs-tts-3-4b"
-    result = omni_compile(
-        "validate", model, "--stages.preprocessing.process", "tts_frontend", "--stages.audio_encoder.process", "tts_frontend"
-    )
+    result = omni_compile("validate", model, "--stages.preprocessing.process", "tts_frontend", "--stages.audio_encoder.process", "tts_frontend")
     assert result.returncode == 0, result.stderr
     table = result.stdout.split("\n\n")[0].splitlines()
     assert table == [
@@ -112,14 +111,14 @@ def test_higgs_stages_can_be_fully_separated_or_regrouped() -> None:
     separated = omni_compile("validate", model, "--stages.audio_encoder.process", "audio_encoder")
     assert separated.returncode == 0, separated.stdout + separated.stderr
     assert "audio_encoder : audio_encoder" in separated.stdout
-    regrouped = compile_model(model, ["--stages.preprocessing.process", "front", "--stages.audio_encoder.process", "front", "--stages.tts_engine.process", "front"])
+    regrouped = compile_model(
+        model, ["--stages.preprocessing.process", "front", "--stages.audio_encoder.process", "front", "--stages.tts_engine.process", "front"]
+    )
     assert {p.name: p.stages for p in regrouped.processes} == {"front": ("preprocessing", "audio_encoder", "tts_engine"), "vocoder": ("vocoder",)}
 
 
 def test_all_forbidden_splits_of_one_model_are_reported_together() -> None:
     model = "inclusionai/ming-omni-tts"
-    result = omni_compile(
-        "validate", model, "--stages.reference_encode.process", "ref", "--format", "json"
-    )
+    result = omni_compile("validate", model, "--stages.reference_encode.process", "ref", "--format", "json")
     assert result.returncode == 1
     assert result.stdout.count("must stay inside one OS process") == 2

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import soundfile as sf
-
 from e2e_support import expected_seconds, omni
 
 TEXT = "Hello. This is the omni reference pipeline, speaking two sentences."
@@ -38,7 +37,14 @@ def test_synthesize_without_a_model_uses_espeak(tmp_path: Path) -> None:
 
 def test_synthesize_in_a_split_topology_writes_the_same_utterance(tmp_path: Path) -> None:
     split = omni(
-        "synthesize", TEXT, "-o", "split.wav", "--stages.tts_engine.process", "engine", "--stages.vocoder.process", "vocoder",
+        "synthesize",
+        TEXT,
+        "-o",
+        "split.wav",
+        "--stages.tts_engine.process",
+        "engine",
+        "--stages.vocoder.process",
+        "vocoder",
         cwd=tmp_path,
     )
     assert split.returncode == 0, split.stderr

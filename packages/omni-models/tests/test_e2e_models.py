@@ -15,7 +15,6 @@ from typing import Any
 import psutil
 import pytest
 import torch
-
 from e2e_support import MODEL_IDS, SPEC_BY_ID, compile_model, expected_seconds, fraction_overrides, load
 from omni_runtime import Runtime
 

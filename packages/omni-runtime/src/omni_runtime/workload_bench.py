@@ -23,8 +23,9 @@ import math
 import shlex
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 CURRENT = "current"
 _TEXT_POOL = (
@@ -103,7 +104,7 @@ def _alternative(text: str) -> Alternative:
     name = name.strip()
     if not sep or not name:
         raise argparse.ArgumentTypeError(
-            f"--alt {text!r}: expected NAME=\"--stages.STAGE.process NAME ...\", e.g. --alt split=\"--stages.vocoder.process vocoder\""
+            f'--alt {text!r}: expected NAME="--stages.STAGE.process NAME ...", e.g. --alt split="--stages.vocoder.process vocoder"'
         )
     try:
         tokens = shlex.split(overrides)
@@ -196,7 +197,7 @@ async def _one_request(runtime: Any, data: dict[str, Any], stream: bool, timeout
         if audio_s == 0.0:
             audio_s = _audio_seconds(result)
             first = time.perf_counter() - began if audio_s else None
-    except Exception as exc:  # a failed request is a data point, not a crash of the benchmark
+    except Exception as exc:  # noqa: BLE001 - a failed request is a data point, not a crash of the benchmark
         if handle is not None and isinstance(exc, asyncio.TimeoutError):
             await handle.cancel()
         message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -262,7 +263,7 @@ class _RssSampler:
             self.sample()
             await asyncio.sleep(self._interval)
 
-    def __enter__(self) -> "_RssSampler":
+    def __enter__(self) -> _RssSampler:  # noqa: PYI034 - Python 3.10 has no typing.Self
         self._task = asyncio.get_running_loop().create_task(self._loop())
         return self
 
@@ -298,7 +299,7 @@ def _compile_all(args: argparse.Namespace, alternatives: Sequence[Alternative]) 
             raise BenchUsageError(
                 f"error: --alt {alt.name}: {' '.join(rest)!r} is not an override\n"
                 f"  rule: an alternative is a set of dotted overrides such as --stages.vocoder.process vocoder\n"
-                f"  fix:  write --alt {alt.name}=\"--stages.STAGE.process NAME ...\""
+                f'  fix:  write --alt {alt.name}="--stages.STAGE.process NAME ..."'
             )
         overrides = base + extra
         try:
@@ -309,9 +310,7 @@ def _compile_all(args: argparse.Namespace, alternatives: Sequence[Alternative]) 
             targets.append(_Target(alt, compile_topology(config, num_gpus=args.gpus)))
         except ConfigError as exc:
             label = "the current topology" if alt.name == CURRENT else f"--alt {alt.name}"
-            issues.extend(
-                ConfigIssue(f"{label}: {i.path}", i.rule, i.fix, value=i.value, source=i.source) for i in exc.issues
-            )
+            issues.extend(ConfigIssue(f"{label}: {i.path}", i.rule, i.fix, value=i.value, source=i.source) for i in exc.issues)
     if issues:
         raise ConfigError(issues)
     return targets
@@ -364,7 +363,8 @@ async def _bench_topology(target: _Target, args: argparse.Namespace, concurrenci
         pids = runtime.instance_pids()
         for length in lengths:
             for concurrency in concurrencies:
-                def payload(i: int) -> dict[str, Any]:
+
+                def payload(i: int, length: int = length) -> dict[str, Any]:
                     return {"text": workload_text(length, i), "voice": None, "speed": 1.0, "response_format": "pcm", "stream": bool(args.stream)}
 
                 warm = [payload(i) for i in range(args.warmup)]
@@ -466,7 +466,7 @@ def render_table(rows: Sequence[Row], *, title: str = "") -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``omni bench`` (registered by ``omni_runtime.cli``)."""
-    log = (lambda line: print(line, file=sys.stderr, flush=True))
+    log = lambda line: print(line, file=sys.stderr, flush=True)
     try:
         rows = asyncio.run(run_async(args, log))
     except BenchUsageError as exc:
@@ -476,7 +476,9 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps({"model": model, "stream": bool(args.stream), "device": args.device, "rows": [asdict(r) for r in rows]}, indent=2))
     else:
-        title = f"omni bench: {model}, {args.requests} requests per row, {'streaming' if args.stream else 'non-streaming'}, device {args.device or 'as declared'}"
+        title = (
+            f"omni bench: {model}, {args.requests} requests per row, {'streaming' if args.stream else 'non-streaming'}, device {args.device or 'as declared'}"
+        )
         print(render_table(rows, title=title))
     # Every request failing is a tool failure (a broken pipeline), not a usage mistake.
     return 2 if rows and all(r.failed == r.requests for r in rows) else 0

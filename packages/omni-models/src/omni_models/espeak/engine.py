@@ -120,9 +120,9 @@ class EspeakEngine:
             raise EspeakError(f"espeak_SetVoiceByName({voice!r}) failed with status {status}")
         self._voice = voice
 
-    def synthesize(self, text: str, *, voice: str = "en-us", words_per_minute: int = RATE_NORMAL) -> Synthesis:
+    def synthesize(self, text: str, *, voice: str = "en-us", words_per_minute: float = RATE_NORMAL) -> Synthesis:
         """Speak ``text`` (one sentence or more) and return its PCM. Serialised across threads."""
-        rate = max(RATE_MIN, min(RATE_MAX, int(round(words_per_minute))))
+        rate = max(RATE_MIN, min(RATE_MAX, round(float(words_per_minute))))
         encoded = text.encode("utf-8") + b"\0"
         with self._lock:
             self._select_voice(voice)

@@ -44,9 +44,7 @@ ABBREVIATIONS: dict[str, str] = {
 }
 
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": ", "})
-_ABBREV_RE = re.compile(
-    r"(?<![\w.])(" + "|".join(re.escape(k) for k in sorted(ABBREVIATIONS, key=len, reverse=True)) + r")(?!\w)"
-)
+_ABBREV_RE = re.compile(r"(?<![\w.])(" + "|".join(re.escape(k) for k in sorted(ABBREVIATIONS, key=len, reverse=True)) + r")(?!\w)")
 # "No. 5" reads "number five", but "No." before anything else is the word "no".
 _NUMBER_SIGN_RE = re.compile(r"\b(?:No|no)\.\s*(?=\d)")
 # "St." is "Saint" before a name and "Street" after one.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from omni_models.common.text import number_to_words
 
-_ONES = "zero one two three four five six seven eight nine".split()
+_ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 _ORDINAL_IRREGULAR = {
     "one": "first",
     "two": "second",

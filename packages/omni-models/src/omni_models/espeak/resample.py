@@ -34,7 +34,7 @@ class StreamingResampler:
         self.up, self.down = rate_out // g, rate_in // g
         # Cut-off relative to the input Nyquist frequency: below both Nyquist rates.
         cutoff = rolloff * min(1.0, self.up / self.down)
-        self._half = int(math.ceil(zero_crossings / cutoff))
+        self._half = math.ceil(zero_crossings / cutoff)
         offsets = torch.arange(-self._half + 1, self._half + 1, dtype=torch.float64)
         fractions = torch.arange(self.up, dtype=torch.float64) / self.up
         distance = offsets[None, :] - fractions[:, None]

@@ -8,10 +8,10 @@ topology has them, or run in separate ones.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
-
 from omni_runtime import StageContext, StagePayload
 
 from .engine import RATE_NORMAL, EspeakEngine, get_engine
@@ -49,7 +49,7 @@ class Preprocessing:
     def process(self, payload: StagePayload) -> StagePayload:
         text = payload.data.get("text")
         if not isinstance(text, str):
-            raise ValueError(f"request field 'text' must be a string, got {type(text).__name__}")
+            raise TypeError(f"request field 'text' must be a string, got {type(text).__name__}")
         prepared = prepare(text, self.max_sentence_chars)
         if not prepared.sentences:
             raise ValueError("text has nothing to speak after normalisation; send at least one letter or digit")
@@ -78,10 +78,7 @@ class TtsEngine:
     def process(self, payload: StagePayload, ctx: StageContext) -> StagePayload:
         data = payload.data
         if "sentences" not in data:
-            raise ValueError(
-                "payload from preprocessing -> tts_engine carries no 'sentences'; "
-                "the preprocessing stage must run before tts_engine"
-            )
+            raise ValueError("payload from preprocessing -> tts_engine carries no 'sentences'; the preprocessing stage must run before tts_engine")
         sentences = list(data["sentences"])
         voice = self.voice_for(data.get("voice"))
         wpm = self.words_per_minute * float(data.get("speed") or 1.0)
