@@ -29,8 +29,9 @@ MAX_EXTENDS_DEPTH = 16
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
     """A full pipeline file or a deployment file, with CLI overrides applied."""
-    raw, issues = _load_layers(Path(path), chain=())
-    return _finish(raw, issues, overrides)
+    with paused_gc():
+        raw, issues = _load_layers(Path(path), chain=())
+        return _finish(raw, issues, overrides)
 
 
 def load_model(name_or_path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
@@ -54,7 +55,8 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
 
 def raw_config(data: dict[str, Any], overrides: Sequence[str] = ()) -> PipelineConfig:
     """Validate an in-memory full config (already parsed YAML) with CLI overrides."""
-    return _finish(copy.deepcopy(data), [], overrides)
+    with paused_gc():
+        return _finish(copy.deepcopy(data), [], overrides)
 
 
 def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[str]) -> PipelineConfig:
@@ -81,8 +83,7 @@ def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[
     issues.extend(_apply_layer(raw, cli_layer))
     config = None
     try:
-        with paused_gc():
-            config = PipelineConfig.model_validate(raw)
+        config = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
         issues.extend(issues_from_validation_error(exc, raw))
     if issues:
