@@ -427,11 +427,17 @@ class AsyncOutbox(_Base):
             async with self._lock:
                 self._check()
                 try:
-                    if timeout is not None and not await self._sock.poll(_ms(timeout), zmq.POLLOUT):
-                        raise ChannelTimeoutError(
-                            f"could not send to {self.address} within {timeout}s: the peer is not connected or not reading (dead, stuck, or its queue is full)"
-                        )
-                    await self._sock.send_multipart(frames, flags=zmq.NOBLOCK if timeout is not None else 0, copy=False)
+                    try:
+                        # Common case first: the peer is connected and its queue has room.
+                        # A poll with a timeout registers futures and a timer on the event
+                        # loop, which costs more than the send itself on every hop.
+                        await self._sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        if timeout is not None and not await self._sock.poll(_ms(timeout), zmq.POLLOUT):
+                            raise ChannelTimeoutError(
+                                f"could not send to {self.address} within {timeout}s: the peer is not connected or not reading (dead, stuck, or its queue is full)"
+                            ) from None
+                        await self._sock.send_multipart(frames, flags=zmq.NOBLOCK if timeout is not None else 0, copy=False)
                 except zmq.Again:
                     raise ChannelTimeoutError(f"could not send to {self.address}: queue full") from None
                 except zmq.ZMQError as exc:
