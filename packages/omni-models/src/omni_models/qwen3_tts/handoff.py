@@ -8,13 +8,12 @@ process memory, which is why ``preprocessing -> tts_engine`` is declared process
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from omni_models.common.queue import HandoffError
+from omni_models.common import prepared
 from omni_models.common.request import TextRequest
 
 MODEL = "qwen3_tts"
@@ -42,32 +41,17 @@ class PreparedRequest:
     speaker: torch.Tensor
 
 
-def _missing(what: str) -> HandoffError:
-    return HandoffError(f"{MODEL}: {what}: the handoff {EDGE} is process-local; keep both stages in one process")
-
-
 def register_context(context: PreprocessingContext) -> None:
     _PREPROCESSING_CONTEXT[MODEL] = context
 
 
 def preprocessing_context() -> PreprocessingContext:
-    context = _PREPROCESSING_CONTEXT.get(MODEL)
-    if context is None:
-        raise _missing("no preprocessing context in this process (build preprocessing before tts_engine)")
-    return context
+    return prepared.context_of(_PREPROCESSING_CONTEXT, MODEL, EDGE)
 
 
-def put_prepared(request_id: str, prepared: PreparedRequest) -> None:
-    now = time.monotonic()
-    for stale in [rid for rid, (t, _) in list(_PREPARED_REQUESTS.items()) if now - t > PREPARED_TTL_S]:
-        _PREPARED_REQUESTS.pop(stale, None)
-    if request_id in _PREPARED_REQUESTS:
-        raise HandoffError(f"{MODEL}: request {request_id} was already prepared and not yet consumed")
-    _PREPARED_REQUESTS[request_id] = (now, prepared)
+def put_prepared(request_id: str, request: PreparedRequest) -> None:
+    prepared.put(_PREPARED_REQUESTS, request_id, request, model=MODEL, ttl_s=PREPARED_TTL_S)
 
 
 def take_prepared(request_id: str) -> PreparedRequest:
-    entry = _PREPARED_REQUESTS.pop(request_id, None)
-    if entry is None:
-        raise _missing(f"no prepared request for {request_id}")
-    return entry[1]
+    return prepared.take(_PREPARED_REQUESTS, request_id, model=MODEL, edge=EDGE)
