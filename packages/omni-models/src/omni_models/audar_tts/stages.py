@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from omni_models.common.ar import ARConfig
 from omni_models.common.audio import reference_audio
 from omni_models.common.codec import CodecConfig
@@ -20,7 +18,7 @@ from omni_models.common.components import Component, Loader, build_ar, build_cod
 from omni_models.common.request import TextRequest, prepare_text_request
 from omni_models.common.sampling import SamplingParams
 from omni_models.common.speaker import SpeakerEncoderConfig
-from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder, require, with_data
+from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder, SpeakerEncoderStage, require, with_data
 from omni_models.common.weights import DEFAULT_SEED
 
 MODEL = "audar_tts"
@@ -46,24 +44,6 @@ class Preprocessing:
         return with_data(payload, {**request.to_data(), "ref_wave": reference_audio(payload.data, SPEAKER.sample_rate)})
 
 
-class ReferenceEncoder:
-    def __init__(self, loader: Loader):
-        self.device = loader.device
-        self.encoder = loader.get(components(), "speaker_encoder")
-
-    @torch.inference_mode()
-    def process(self, payload: Any, ctx: Any = None) -> Any:
-        data = dict(payload.data)
-        wave = require(data, "ref_wave", MODEL, "reference_encoder")
-        if wave is None:
-            embedding = self.encoder.preset(int(require(data, "voice_index", MODEL, "reference_encoder")))
-        else:
-            embedding = self.encoder(wave.to(self.device))
-        del data["ref_wave"]
-        data["speaker_embedding"] = embedding.to("cpu", torch.float32).contiguous()
-        return with_data(payload, data)
-
-
 class TTSEngine:
     def __init__(self, engine: AREngine):
         self.engine = engine
@@ -79,8 +59,9 @@ def build_preprocessing() -> Preprocessing:
     return Preprocessing()
 
 
-def build_reference_encoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> ReferenceEncoder:
-    return ReferenceEncoder(Loader.create(load_format, model_path, seed, device, num_threads))
+def build_reference_encoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> SpeakerEncoderStage:
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
+    return SpeakerEncoderStage(loader.get(components(), "speaker_encoder"), loader.device, MODEL, "reference_encoder")
 
 
 def build_tts_engine(

@@ -1,4 +1,4 @@
-"""Stage objects shared by the models: the AR engine driver and the streaming codec vocoder.
+"""Stage objects shared by the models: the speaker encoder, the AR engine driver and the streaming codec vocoder.
 
 They follow docs/stage-contract.md: ``process(payload, ctx)`` returns a payload built with
 ``dataclasses.replace`` (so model code never constructs runtime types), a streaming producer
@@ -173,3 +173,29 @@ class AREngine:
         if not frames:
             raise RuntimeError(f"{self.model_name}: generation produced no audio frames")
         return torch.stack(frames, dim=1).cpu()
+
+
+class SpeakerEncoderStage:
+    """Reference recording (or a preset voice) -> ``speaker_embedding`` in the payload.
+
+    The embedding travels as a float32 CPU tensor, so the edge to the engine can
+    cross processes; the recording itself is dropped from the payload here.
+    """
+
+    def __init__(self, encoder: Any, device: Any, model: str, stage: str):
+        self.encoder = encoder
+        self.device = device
+        self.model = model
+        self.stage = stage
+
+    @torch.inference_mode()
+    def process(self, payload: Any, ctx: Any = None) -> Any:
+        data = dict(payload.data)
+        wave = require(data, "ref_wave", self.model, self.stage)
+        if wave is None:
+            embedding = self.encoder.preset(int(require(data, "voice_index", self.model, self.stage)))
+        else:
+            embedding = self.encoder(wave.to(self.device))
+        del data["ref_wave"]
+        data["speaker_embedding"] = embedding.to("cpu", torch.float32).contiguous()
+        return with_data(payload, data)
