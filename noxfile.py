@@ -61,7 +61,7 @@ for _name in PKG:
 @nox.session
 def compiler_only(session: nox.Session) -> None:
     """What CI users install: omni-config + omni-compiler alone (no torch, no libcst); validate every config."""
-    session.install(PKG["omni-config"], PKG["omni-compiler"])
+    session.install(*CONSTRAINTS, PKG["omni-config"], PKG["omni-compiler"])
     session.run("python", "-c", (
         "import importlib.util, sys\n"
         "for heavy in ('torch', 'libcst', 'numpy', 'omni_runtime', 'omni_models', 'omni_lint'):\n"
@@ -93,7 +93,7 @@ def integration(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Compiler benchmark: compile time at 100 / 1,000 / 10,000 stages and CLI cold start."""
-    session.install(PKG["omni-config"], PKG["omni-compiler"])
+    session.install(*CONSTRAINTS, PKG["omni-config"], PKG["omni-compiler"])
     session.run("python", "benchmarks/compile_bench.py", *session.posargs)
 
 

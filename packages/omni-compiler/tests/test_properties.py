@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from omni_compiler import CompiledTopology, TopologyError, compile, render
 from omni_compiler.cli import main
-from omni_config import ConfigError, raw_config
+from omni_config import ConfigError, raw_config, raw_records
 
 from compiler_helpers import FIXTURES, fixture_dict
 
@@ -69,9 +69,19 @@ def test_junk_configs_only_raise_config_errors(data, num_gpus):
         topology = compile(raw_config(data), num_gpus=num_gpus)
     except ConfigError as error:
         _check_error(error)
+        assert _issues(raw_records, data, num_gpus) == error.issues, "the CLI's records path must report the same errors"
     else:
         assert CompiledTopology.from_json(topology.to_json()) == topology
+        assert compile(raw_records(data), num_gpus=num_gpus) == topology, "the CLI's records path must compile the same topology"
         render.text(topology)
+
+
+def _issues(load, data, num_gpus) -> list:
+    try:
+        compile(load(data), num_gpus=num_gpus)
+    except ConfigError as error:
+        return error.issues
+    return []
 
 
 # --- near-valid pipelines, checked against the spec's rules ----------------------------------------
@@ -184,8 +194,10 @@ def test_accepted_topologies_obey_the_spec(case):
     except TopologyError as error:
         _check_error(error)
         assert all(i.path.split(".")[0] in ROOTS for i in error.issues), [i.path for i in error.issues]
+        assert _issues(raw_records, data, num_gpus) == error.issues
     else:
         _check_topology(data, topology)
+        assert compile(raw_records(data), num_gpus=num_gpus) == topology
 
 
 # --- the CLI: random override tokens and random files ---------------------------------------------

@@ -6,10 +6,11 @@ raised together as one :class:`TopologyError`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING
 
-from omni_config import ConfigIssue, PipelineConfig, load_config
+from omni_config import ConfigIssue, load_config
 from omni_config.gcpause import paused_gc
 
 from .errors import TopologyError
@@ -18,13 +19,17 @@ from .grouping import declared_process, group
 from .placement import check_placement
 from .topology import CompiledStage, CompiledTopology
 
+if TYPE_CHECKING:
+    from omni_config import PipelineConfig, records
 
-def compile(config: PipelineConfig, num_gpus: int | None = None) -> CompiledTopology:  # noqa: A001 - the spec's name
+
+def compile(config: PipelineConfig | records.PipelineConfig, num_gpus: int | None = None) -> CompiledTopology:
+    """Compile a validated config: the pydantic model (:func:`omni_config.load_config`) or its records (:func:`omni_config.load_records`)."""
     with paused_gc():
         return _compile(config, num_gpus)
 
 
-def _compile(config: PipelineConfig, num_gpus: int | None) -> CompiledTopology:
+def _compile(config: PipelineConfig | records.PipelineConfig, num_gpus: int | None) -> CompiledTopology:
     issues: list[ConfigIssue] = []
     if num_gpus is not None and num_gpus < 1:
         issues.append(ConfigIssue("--gpus", "the device count must be at least 1", "pass --gpus N with N >= 1", value=num_gpus))

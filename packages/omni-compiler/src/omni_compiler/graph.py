@@ -6,10 +6,15 @@ typo can never silently disable a guard.
 
 from __future__ import annotations
 
-from omni_config import ConfigIssue, PipelineConfig
+from typing import TYPE_CHECKING
+
+from omni_config import ConfigIssue
 from omni_config.suggest import did_you_mean
 
 from .topology import CompiledEdge, CompiledProcess
+
+if TYPE_CHECKING:
+    from omni_config import PipelineConfig
 
 EDGE_KINDS = ("next", "stream_to", "wait_for")
 
@@ -136,7 +141,7 @@ def check_graph(config: PipelineConfig, edges: tuple[CompiledEdge, ...], names: 
     reachable = _reach(entry, adjacency)
     for stage in config.stages:
         if stage.name not in reachable:
-            issues.append(ConfigIssue(f"stages.{stage.name}", f"unreachable from the entry stage '{entry}'", f"wire it from a reachable stage with next, or remove it", value=stage.name))
+            issues.append(ConfigIssue(f"stages.{stage.name}", f"unreachable from the entry stage '{entry}'", "wire it from a reachable stage with next, or remove it", value=stage.name))
     terminal = {s.name for s in config.stages if s.terminal}
     if not reachable & terminal:
         issues.append(ConfigIssue("stages", f"no terminal stage is reachable from the entry stage '{entry}', so no request could complete", "mark the last stage terminal: true"))

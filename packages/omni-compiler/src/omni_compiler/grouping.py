@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from omni_config import ConfigIssue, PipelineConfig, StageConfig
+from omni_config import ConfigIssue
 from omni_config.suggest import did_you_mean
 
 from .topology import CompiledProcess, ProcessInstance, StagePlacement
+
+if TYPE_CHECKING:
+    from omni_config import PipelineConfig, StageConfig
 
 _TP_NAME = re.compile(r"_tp\d+$")
 

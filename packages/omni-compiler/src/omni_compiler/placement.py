@@ -8,10 +8,15 @@ when ``StageConfig.gpu`` alone declares the sharing; a process placed through
 
 from __future__ import annotations
 
-from omni_config import ConfigIssue, PipelineConfig
+from typing import TYPE_CHECKING
+
+from omni_config import ConfigIssue
 
 from .grouping import Grouping
 from .topology import GpuBudget, GpuShare
+
+if TYPE_CHECKING:
+    from omni_config import PipelineConfig
 
 
 def check_placement(config: PipelineConfig, grouping: Grouping, num_gpus: int | None, issues: list[ConfigIssue]) -> tuple[GpuBudget, ...]:

@@ -7,20 +7,26 @@ all problems of all layers are reported together.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic_core import ValidationError
 
 from . import tiers
-from .gcpause import paused_gc
 from .errors import ConfigError, ConfigFileError, ConfigIssue
+from .gcpause import paused_gc
 from .overrides import Override, ValueParseError, parse_overrides, parse_value
 from .registry import registered_models, resolve_model
-from .schema import PipelineConfig
 from .suggest import did_you_mean
 from .validation import issues_from_validation_error
+
+if TYPE_CHECKING:
+    from . import records
+    from .schema import PipelineConfig
+
+_Config = TypeVar("_Config")
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -29,9 +35,31 @@ MAX_EXTENDS_DEPTH = 16
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
     """A full pipeline file or a deployment file, with CLI overrides applied."""
+    return _load(path, overrides, _validate_model)
+
+
+def load_records(path: str | Path, overrides: Sequence[str] = ()) -> records.PipelineConfig:
+    """:func:`load_config` returning :mod:`omni_config.records` instead of pydantic models.
+
+    Same layering, rules and errors; for a short-lived process (``omni-compile``)
+    that only reads the config once and should not pay for building the
+    pydantic model classes.
+    """
+    from .core import validate_records
+
+    return _load(path, overrides, validate_records)
+
+
+def _validate_model(raw: Any) -> PipelineConfig:
+    from .schema import PipelineConfig
+
+    return PipelineConfig.model_validate(raw)
+
+
+def _load(path: str | Path, overrides: Sequence[str], validate: Callable[[Any], _Config]) -> _Config:
     with paused_gc():
         raw, issues = _load_layers(Path(path), chain=())
-        return _finish(raw, issues, overrides)
+        return _finish(raw, issues, overrides, validate)
 
 
 def load_model(name_or_path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
@@ -56,10 +84,18 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
 def raw_config(data: dict[str, Any], overrides: Sequence[str] = ()) -> PipelineConfig:
     """Validate an in-memory full config (already parsed YAML) with CLI overrides."""
     with paused_gc():
-        return _finish(copy.deepcopy(data), [], overrides)
+        return _finish(copy.deepcopy(data), [], overrides, _validate_model)
 
 
-def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[str]) -> PipelineConfig:
+def raw_records(data: dict[str, Any], overrides: Sequence[str] = ()) -> records.PipelineConfig:
+    """:func:`raw_config` returning :mod:`omni_config.records`."""
+    from .core import validate_records
+
+    with paused_gc():
+        return _finish(copy.deepcopy(data), [], overrides, validate_records)
+
+
+def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[str], validate: Callable[[Any], _Config]) -> _Config:
     pairs, parse_issues = parse_overrides(list(overrides))
     issues.extend(parse_issues)
     cli_layer: list[Override] = []
@@ -83,7 +119,7 @@ def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[
     issues.extend(_apply_layer(raw, cli_layer))
     config = None
     try:
-        config = PipelineConfig.model_validate(raw)
+        config = validate(raw)
     except ValidationError as exc:
         issues.extend(issues_from_validation_error(exc, raw))
     if issues:

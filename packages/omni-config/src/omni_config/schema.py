@@ -6,60 +6,21 @@ is an error with a did-you-mean instead of a silently ignored setting.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-#: ``@r<digits>`` names replica instances; users may not put it in their own names.
-RESERVED_REPLICA_SUFFIX = re.compile(r"@r\d+")
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_.]*)?$")
+from . import rules
+from .rules import RESERVED_REPLICA_SUFFIX  # noqa: F401 - re-exported: part of this module's API
+from .views import PipelineViews, StageViews
 
-
-def _check_name(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} must be a non-empty string")
-    if RESERVED_REPLICA_SUFFIX.search(value):
-        raise ValueError(f"'@r<digits>' is reserved for replica instances and cannot appear in a {what}")
-    if not _NAME.match(value):
-        raise ValueError(f"a {what} may contain only letters, digits, '_', '.' and '-'")
-    return value
-
-
-def _name_list(value: Any) -> Any:
-    """Accept ``next: vocoder`` as shorthand for ``next: [vocoder]``."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return value
-
-
-def _gpu_spec(value: Any) -> Any:
-    if value is None or isinstance(value, bool):
-        if isinstance(value, bool):
-            raise ValueError("a GPU id must be an integer >= 0 or a list of them (one per TP rank)")
-        return None
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError("a GPU id must be an integer >= 0")
-        return value
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        if any(v < 0 for v in value):
-            raise ValueError("a GPU id must be an integer >= 0")
-        return list(value)
-    raise ValueError("a GPU id must be an integer >= 0 or a non-empty list of them (one per TP rank)")
-
-
-def _process_key(value: Any) -> str:
-    return _check_name(value, "process name")
-
-
-NameList = Annotated[list[str], BeforeValidator(_name_list, json_schema_input_type=str | list[str] | None)]
+NameList = Annotated[list[str], BeforeValidator(rules.name_list, json_schema_input_type=str | list[str] | None)]
 #: A ``processes`` key, checked per key so an error names ``processes.<key>``.
-ProcessName = Annotated[str, AfterValidator(_process_key)]
-GpuSpec = Annotated[int | list[int] | None, BeforeValidator(_gpu_spec)]
+ProcessName = Annotated[str, AfterValidator(rules.process_name)]
+StageName = Annotated[str, AfterValidator(rules.stage_name)]
+DottedPath = Annotated[str, AfterValidator(rules.dotted_path)]
+GpuSpec = Annotated[int | list[int] | None, BeforeValidator(rules.gpu_spec)]
+DeviceList = Annotated[list[int] | None, BeforeValidator(rules.replica_devices, json_schema_input_type=int | list[int] | None)]
 
 
 class _Frozen(BaseModel):
@@ -81,67 +42,31 @@ class StageRuntimeConfig(_Frozen):
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
 
 
-class StageConfig(_Frozen):
+class StageConfig(_Frozen, StageViews):
     """One pipeline stage. ``process`` is the only source of truth for process topology."""
 
-    name: str = Field(description="Stage name, unique in the pipeline.")
-    factory: str = Field(description="Dotted path of the factory: 'pkg.mod:fn' or 'pkg.mod.fn'.")
+    name: StageName = Field(description="Stage name, unique in the pipeline.")
+    factory: DottedPath = Field(description="Dotted path of the factory: 'pkg.mod:fn' or 'pkg.mod.fn'.")
     next: NameList = Field(default_factory=list, description="Stages that receive this stage's output payload.")
     terminal: bool = Field(default=False, description="A request completes when a terminal stage returns.")
     stream_to: NameList = Field(default_factory=list, description="Stages that receive streamed chunks while this stage runs.")
     wait_for: NameList = Field(default_factory=list, description="Stages whose payloads are merged (fan-in) before this stage runs.")
-    merge_fn: str | None = Field(default=None, description="Dotted path of the fan-in merge function; required with wait_for.")
-    route_fn: str | None = Field(default=None, description="Dotted path of a function choosing among 'next' targets.")
+    merge_fn: DottedPath | None = Field(default=None, description="Dotted path of the fan-in merge function; required with wait_for.")
+    route_fn: DottedPath | None = Field(default=None, description="Dotted path of a function choosing among 'next' targets.")
     factory_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the factory.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables set in the stage's OS process.")
-    process: str | None = Field(default=None, description="OS process name. Stages naming the same process share it; none means the stage runs alone.")
+    process: ProcessName | None = Field(default=None, description="OS process name. Stages naming the same process share it; none means the stage runs alone.")
     gpu: GpuSpec = Field(default=None, description="GPU id, or one id per TP rank.")
     tp_size: int = Field(default=1, ge=1, description="Tensor-parallel degree; > 1 gives the stage one OS process per rank.")
     runtime: StageRuntimeConfig = Field(default_factory=StageRuntimeConfig)
 
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, value: Any) -> str:
-        return _check_name(value, "stage name")
-
-    @field_validator("process")
-    @classmethod
-    def _valid_process(cls, value: Any) -> str | None:
-        return None if value is None else _check_name(value, "process name")
-
-    @field_validator("factory", "merge_fn", "route_fn")
-    @classmethod
-    def _valid_dotted(cls, value: Any) -> Any:
-        if value is not None and not _DOTTED.match(value):
-            raise ValueError("must be a dotted import path such as 'pkg.module:function' or 'pkg.module.function'")
-        return value
-
-    @property
-    def memory_fraction(self) -> float | None:
-        return self.runtime.resources.total_gpu_memory_fraction
-
-    @property
-    def gpu_ids(self) -> tuple[int, ...]:
-        if self.gpu is None:
-            return ()
-        return (self.gpu,) if isinstance(self.gpu, int) else tuple(self.gpu)
-
 
 class ProcessConfig(_Frozen):
     num_replicas: int = Field(default=1, ge=1, description="Instances of the whole process; each request keeps one.")
-    replica_devices: list[int] | None = Field(
+    replica_devices: DeviceList = Field(
         default=None,
         description="num_replicas * tp_size GPU ids, one consecutive group per replica. Moves the process even with num_replicas: 1.",
     )
-
-    @field_validator("replica_devices", mode="before", json_schema_input_type=int | list[int] | None)
-    @classmethod
-    def _devices(cls, value: Any) -> Any:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return [value]
-        if isinstance(value, list) and any(isinstance(v, int) and not isinstance(v, bool) and v < 0 for v in value):
-            raise ValueError("GPU ids must be integers >= 0")
-        return value
 
 
 class PlacementConfig(_Frozen):
@@ -161,27 +86,13 @@ class ProcessLocalEdge(_Frozen):
     reason: str = Field(min_length=1)
 
 
-class PipelineConfig(_Frozen):
+class PipelineConfig(_Frozen, PipelineViews):
     name: str | None = Field(default=None, description="Model name served by this pipeline.")
     entry_stage: str | None = Field(default=None, description="Stage that admits requests; defaults to the first stage.")
     stages: list[StageConfig] = Field(min_length=1)
     processes: dict[ProcessName, ProcessConfig] = Field(default_factory=dict)
     placement: PlacementConfig = Field(default_factory=PlacementConfig)
     process_local_edges: list[ProcessLocalEdge] = Field(default_factory=list)
-
-    @property
-    def entry(self) -> str:
-        return self.entry_stage or self.stages[0].name
-
-    def stage(self, name: str) -> StageConfig:
-        for stage in self.stages:
-            if stage.name == name:
-                return stage
-        raise KeyError(name)
-
-    @property
-    def stage_names(self) -> tuple[str, ...]:
-        return tuple(stage.name for stage in self.stages)
 
 
 def json_schema() -> dict[str, Any]:

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic_core import ValidationError
 
+from ._core_schema import MODEL_FIELDS
 from .errors import ConfigIssue
-from .schema import PipelineConfig, PlacementConfig, ProcessConfig, ProcessLocalEdge, ResourcesConfig, StageConfig, StageRuntimeConfig
 from .suggest import did_you_mean
 
-_CHILDREN: dict[type[BaseModel], dict[str, type[BaseModel]]] = {
-    PipelineConfig: {"stages": StageConfig, "processes": ProcessConfig, "placement": PlacementConfig, "process_local_edges": ProcessLocalEdge},
-    StageConfig: {"runtime": StageRuntimeConfig},
-    StageRuntimeConfig: {"resources": ResourcesConfig},
+#: Nested models by field, by model name (both validation paths report the same names).
+_CHILDREN: dict[str, dict[str, str]] = {
+    "PipelineConfig": {"stages": "StageConfig", "processes": "ProcessConfig", "placement": "PlacementConfig", "process_local_edges": "ProcessLocalEdge"},
+    "StageConfig": {"runtime": "StageRuntimeConfig"},
+    "StageRuntimeConfig": {"resources": "ResourcesConfig"},
 }
 _KEYED = {("stages",), ("process_local_edges",), ("processes",)}
 
@@ -33,14 +34,13 @@ def issues_from_validation_error(error: ValidationError, raw: Any) -> list[Confi
         value = item.get("input")
         if kind == "extra_forbidden":
             model = _model_at(loc[:-1])
-            valid = list(model.model_fields) if model else []
+            valid = list(MODEL_FIELDS[model]) if model else []
             issues.append(ConfigIssue(path, "unknown key", did_you_mean(str(loc[-1]), valid, "keys here"), value=value))
         elif kind == "missing":
             issues.append(ConfigIssue(path, "required field is missing", f"add {loc[-1]}: <value>"))
         else:
             message = item["msg"]
-            if message.startswith("Value error, "):
-                message = message[len("Value error, "):]
+            message = message.removeprefix("Value error, ")
             issues.append(ConfigIssue(path, message, _fix_for(kind, loc), value=value))
     return issues
 
@@ -74,8 +74,8 @@ def dotted_path(loc: tuple[Any, ...], raw: Any) -> str:
     return ".".join(parts) if parts else "(config)"
 
 
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    model: type[BaseModel] | None = PipelineConfig
+def _model_at(loc: tuple[Any, ...]) -> str | None:
+    model: str | None = "PipelineConfig"
     skip_key = False
     for part in loc:
         if model is None:
@@ -88,7 +88,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         child = _CHILDREN.get(model, {}).get(str(part))
         if child is None:
             return None
-        if model is PipelineConfig and part == "processes":
+        if model == "PipelineConfig" and part == "processes":
             skip_key = True
         model = child
     return model
