@@ -11,7 +11,6 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from . import rules
-from .rules import RESERVED_REPLICA_SUFFIX  # noqa: F401 - re-exported: part of this module's API
 from .views import PipelineViews, StageViews
 
 NameList = Annotated[list[str], BeforeValidator(rules.name_list, json_schema_input_type=str | list[str] | None)]
