@@ -14,29 +14,11 @@ CORE_SCHEMA = {
         'fields': {
             'name': {
                 'type': 'model-field',
-                'schema': {
-                    'type': 'default',
-                    'schema': {
-                        'type': 'nullable',
-                        'schema': {
-                            'type': 'str',
-                        },
-                    },
-                    'default': None,
-                },
+                'schema': {'type': 'default', 'schema': {'type': 'nullable', 'schema': {'type': 'str'}}, 'default': None},
             },
             'entry_stage': {
                 'type': 'model-field',
-                'schema': {
-                    'type': 'default',
-                    'schema': {
-                        'type': 'nullable',
-                        'schema': {
-                            'type': 'str',
-                        },
-                    },
-                    'default': None,
-                },
+                'schema': {'type': 'default', 'schema': {'type': 'nullable', 'schema': {'type': 'str'}}, 'default': None},
             },
             'stages': {
                 'type': 'model-field',
@@ -52,26 +34,16 @@ CORE_SCHEMA = {
                                     'type': 'model-field',
                                     'schema': {
                                         'type': 'function-after',
-                                        'function': {
-                                            'type': 'no-info',
-                                            'function': rules.stage_name,
-                                        },
-                                        'schema': {
-                                            'type': 'str',
-                                        },
+                                        'function': {'type': 'no-info', 'function': rules.stage_name},
+                                        'schema': {'type': 'str'},
                                     },
                                 },
                                 'factory': {
                                     'type': 'model-field',
                                     'schema': {
                                         'type': 'function-after',
-                                        'function': {
-                                            'type': 'no-info',
-                                            'function': rules.dotted_path,
-                                        },
-                                        'schema': {
-                                            'type': 'str',
-                                        },
+                                        'function': {'type': 'no-info', 'function': rules.dotted_path},
+                                        'schema': {'type': 'str'},
                                     },
                                 },
                                 'next': {
@@ -80,16 +52,8 @@ CORE_SCHEMA = {
                                         'type': 'default',
                                         'schema': {
                                             'type': 'function-before',
-                                            'function': {
-                                                'type': 'no-info',
-                                                'function': rules.name_list,
-                                            },
-                                            'schema': {
-                                                'type': 'list',
-                                                'items_schema': {
-                                                    'type': 'str',
-                                                },
-                                            },
+                                            'function': {'type': 'no-info', 'function': rules.name_list},
+                                            'schema': {'type': 'list', 'items_schema': {'type': 'str'}},
                                         },
                                         'default_factory': list,
                                         'default_factory_takes_data': False,
@@ -97,13 +61,7 @@ CORE_SCHEMA = {
                                 },
                                 'terminal': {
                                     'type': 'model-field',
-                                    'schema': {
-                                        'type': 'default',
-                                        'schema': {
-                                            'type': 'bool',
-                                        },
-                                        'default': False,
-                                    },
+                                    'schema': {'type': 'default', 'schema': {'type': 'bool'}, 'default': False},
                                 },
                                 'stream_to': {
                                     'type': 'model-field',
@@ -111,16 +69,8 @@ CORE_SCHEMA = {
                                         'type': 'default',
                                         'schema': {
                                             'type': 'function-before',
-                                            'function': {
-                                                'type': 'no-info',
-                                                'function': rules.name_list,
-                                            },
-                                            'schema': {
-                                                'type': 'list',
-                                                'items_schema': {
-                                                    'type': 'str',
-                                                },
-                                            },
+                                            'function': {'type': 'no-info', 'function': rules.name_list},
+                                            'schema': {'type': 'list', 'items_schema': {'type': 'str'}},
                                         },
                                         'default_factory': list,
                                         'default_factory_takes_data': False,
@@ -132,16 +82,8 @@ CORE_SCHEMA = {
                                         'type': 'default',
                                         'schema': {
                                             'type': 'function-before',
-                                            'function': {
-                                                'type': 'no-info',
-                                                'function': rules.name_list,
-                                            },
-                                            'schema': {
-                                                'type': 'list',
-                                                'items_schema': {
-                                                    'type': 'str',
-                                                },
-                                            },
+                                            'function': {'type': 'no-info', 'function': rules.name_list},
+                                            'schema': {'type': 'list', 'items_schema': {'type': 'str'}},
                                         },
                                         'default_factory': list,
                                         'default_factory_takes_data': False,
@@ -155,13 +97,8 @@ CORE_SCHEMA = {
                                             'type': 'nullable',
                                             'schema': {
                                                 'type': 'function-after',
-                                                'function': {
-                                                    'type': 'no-info',
-                                                    'function': rules.dotted_path,
-                                                },
-                                                'schema': {
-                                                    'type': 'str',
-                                                },
+                                                'function': {'type': 'no-info', 'function': rules.dotted_path},
+                                                'schema': {'type': 'str'},
                                             },
                                         },
                                         'default': None,
@@ -175,13 +112,8 @@ CORE_SCHEMA = {
                                             'type': 'nullable',
                                             'schema': {
                                                 'type': 'function-after',
-                                                'function': {
-                                                    'type': 'no-info',
-                                                    'function': rules.dotted_path,
-                                                },
-                                                'schema': {
-                                                    'type': 'str',
-                                                },
+                                                'function': {'type': 'no-info', 'function': rules.dotted_path},
+                                                'schema': {'type': 'str'},
                                             },
                                         },
                                         'default': None,
@@ -191,15 +123,7 @@ CORE_SCHEMA = {
                                     'type': 'model-field',
                                     'schema': {
                                         'type': 'default',
-                                        'schema': {
-                                            'type': 'dict',
-                                            'keys_schema': {
-                                                'type': 'str',
-                                            },
-                                            'values_schema': {
-                                                'type': 'any',
-                                            },
-                                        },
+                                        'schema': {'type': 'dict', 'keys_schema': {'type': 'str'}, 'values_schema': {'type': 'any'}},
                                         'default_factory': dict,
                                         'default_factory_takes_data': False,
                                     },
@@ -208,15 +132,7 @@ CORE_SCHEMA = {
                                     'type': 'model-field',
                                     'schema': {
                                         'type': 'default',
-                                        'schema': {
-                                            'type': 'dict',
-                                            'keys_schema': {
-                                                'type': 'str',
-                                            },
-                                            'values_schema': {
-                                                'type': 'str',
-                                            },
-                                        },
+                                        'schema': {'type': 'dict', 'keys_schema': {'type': 'str'}, 'values_schema': {'type': 'str'}},
                                         'default_factory': dict,
                                         'default_factory_takes_data': False,
                                     },
@@ -229,13 +145,8 @@ CORE_SCHEMA = {
                                             'type': 'nullable',
                                             'schema': {
                                                 'type': 'function-after',
-                                                'function': {
-                                                    'type': 'no-info',
-                                                    'function': rules.process_name,
-                                                },
-                                                'schema': {
-                                                    'type': 'str',
-                                                },
+                                                'function': {'type': 'no-info', 'function': rules.process_name},
+                                                'schema': {'type': 'str'},
                                             },
                                         },
                                         'default': None,
@@ -247,26 +158,10 @@ CORE_SCHEMA = {
                                         'type': 'default',
                                         'schema': {
                                             'type': 'function-before',
-                                            'function': {
-                                                'type': 'no-info',
-                                                'function': rules.gpu_spec,
-                                            },
+                                            'function': {'type': 'no-info', 'function': rules.gpu_spec},
                                             'schema': {
                                                 'type': 'nullable',
-                                                'schema': {
-                                                    'type': 'union',
-                                                    'choices': [
-                                                        {
-                                                            'type': 'int',
-                                                        },
-                                                        {
-                                                            'type': 'list',
-                                                            'items_schema': {
-                                                                'type': 'int',
-                                                            },
-                                                        },
-                                                    ],
-                                                },
+                                                'schema': {'type': 'union', 'choices': [{'type': 'int'}, {'type': 'list', 'items_schema': {'type': 'int'}}]},
                                             },
                                         },
                                         'default': None,
@@ -274,14 +169,7 @@ CORE_SCHEMA = {
                                 },
                                 'tp_size': {
                                     'type': 'model-field',
-                                    'schema': {
-                                        'type': 'default',
-                                        'schema': {
-                                            'type': 'int',
-                                            'ge': 1,
-                                        },
-                                        'default': 1,
-                                    },
+                                    'schema': {'type': 'default', 'schema': {'type': 'int', 'ge': 1}, 'default': 1},
                                 },
                                 'runtime': {
                                     'type': 'model-field',
@@ -307,14 +195,7 @@ CORE_SCHEMA = {
                                                                             'type': 'model-field',
                                                                             'schema': {
                                                                                 'type': 'default',
-                                                                                'schema': {
-                                                                                    'type': 'nullable',
-                                                                                    'schema': {
-                                                                                        'type': 'float',
-                                                                                        'gt': 0,
-                                                                                        'le': 1,
-                                                                                    },
-                                                                                },
+                                                                                'schema': {'type': 'nullable', 'schema': {'type': 'float', 'gt': 0, 'le': 1}},
                                                                                 'default': None,
                                                                             },
                                                                         },
@@ -324,10 +205,7 @@ CORE_SCHEMA = {
                                                                 },
                                                                 'custom_init': False,
                                                                 'root_model': False,
-                                                                'config': {
-                                                                    'extra_fields_behavior': 'forbid',
-                                                                    'title': 'ResourcesConfig',
-                                                                },
+                                                                'config': {'extra_fields_behavior': 'forbid', 'title': 'ResourcesConfig'},
                                                                 'ref': 'ResourcesConfig',
                                                             },
                                                             'default_factory': records.constant(records.make(records.ResourcesConfig, total_gpu_memory_fraction=None)),
@@ -340,10 +218,7 @@ CORE_SCHEMA = {
                                             },
                                             'custom_init': False,
                                             'root_model': False,
-                                            'config': {
-                                                'extra_fields_behavior': 'forbid',
-                                                'title': 'StageRuntimeConfig',
-                                            },
+                                            'config': {'extra_fields_behavior': 'forbid', 'title': 'StageRuntimeConfig'},
                                             'ref': 'StageRuntimeConfig',
                                         },
                                         'default_factory': records.constant(records.make(records.StageRuntimeConfig, resources=records.make(records.ResourcesConfig, total_gpu_memory_fraction=None))),
@@ -356,10 +231,7 @@ CORE_SCHEMA = {
                         },
                         'custom_init': False,
                         'root_model': False,
-                        'config': {
-                            'extra_fields_behavior': 'forbid',
-                            'title': 'StageConfig',
-                        },
+                        'config': {'extra_fields_behavior': 'forbid', 'title': 'StageConfig'},
                         'ref': 'StageConfig',
                     },
                     'min_length': 1,
@@ -373,13 +245,8 @@ CORE_SCHEMA = {
                         'type': 'dict',
                         'keys_schema': {
                             'type': 'function-after',
-                            'function': {
-                                'type': 'no-info',
-                                'function': rules.process_name,
-                            },
-                            'schema': {
-                                'type': 'str',
-                            },
+                            'function': {'type': 'no-info', 'function': rules.process_name},
+                            'schema': {'type': 'str'},
                         },
                         'values_schema': {
                             'type': 'model',
@@ -389,14 +256,7 @@ CORE_SCHEMA = {
                                 'fields': {
                                     'num_replicas': {
                                         'type': 'model-field',
-                                        'schema': {
-                                            'type': 'default',
-                                            'schema': {
-                                                'type': 'int',
-                                                'ge': 1,
-                                            },
-                                            'default': 1,
-                                        },
+                                        'schema': {'type': 'default', 'schema': {'type': 'int', 'ge': 1}, 'default': 1},
                                     },
                                     'replica_devices': {
                                         'type': 'model-field',
@@ -404,19 +264,8 @@ CORE_SCHEMA = {
                                             'type': 'default',
                                             'schema': {
                                                 'type': 'function-before',
-                                                'function': {
-                                                    'type': 'no-info',
-                                                    'function': rules.replica_devices,
-                                                },
-                                                'schema': {
-                                                    'type': 'nullable',
-                                                    'schema': {
-                                                        'type': 'list',
-                                                        'items_schema': {
-                                                            'type': 'int',
-                                                        },
-                                                    },
-                                                },
+                                                'function': {'type': 'no-info', 'function': rules.replica_devices},
+                                                'schema': {'type': 'nullable', 'schema': {'type': 'list', 'items_schema': {'type': 'int'}}},
                                             },
                                             'default': None,
                                         },
@@ -427,10 +276,7 @@ CORE_SCHEMA = {
                             },
                             'custom_init': False,
                             'root_model': False,
-                            'config': {
-                                'extra_fields_behavior': 'forbid',
-                                'title': 'ProcessConfig',
-                            },
+                            'config': {'extra_fields_behavior': 'forbid', 'title': 'ProcessConfig'},
                             'ref': 'ProcessConfig',
                         },
                     },
@@ -450,37 +296,14 @@ CORE_SCHEMA = {
                             'fields': {
                                 'max_total_gpu_memory_fraction_per_gpu': {
                                     'type': 'model-field',
-                                    'schema': {
-                                        'type': 'default',
-                                        'schema': {
-                                            'type': 'float',
-                                            'gt': 0,
-                                            'le': 1,
-                                        },
-                                        'default': 1.0,
-                                    },
+                                    'schema': {'type': 'default', 'schema': {'type': 'float', 'gt': 0, 'le': 1}, 'default': 1.0},
                                 },
-                                'require_memory_fraction_for_colocation': {
-                                    'type': 'model-field',
-                                    'schema': {
-                                        'type': 'default',
-                                        'schema': {
-                                            'type': 'bool',
-                                        },
-                                        'default': True,
-                                    },
-                                },
+                                'require_memory_fraction_for_colocation': {'type': 'model-field', 'schema': {'type': 'default', 'schema': {'type': 'bool'}, 'default': True}},
                                 'num_gpus': {
                                     'type': 'model-field',
                                     'schema': {
                                         'type': 'default',
-                                        'schema': {
-                                            'type': 'nullable',
-                                            'schema': {
-                                                'type': 'int',
-                                                'ge': 1,
-                                            },
-                                        },
+                                        'schema': {'type': 'nullable', 'schema': {'type': 'int', 'ge': 1}},
                                         'default': None,
                                     },
                                 },
@@ -490,10 +313,7 @@ CORE_SCHEMA = {
                         },
                         'custom_init': False,
                         'root_model': False,
-                        'config': {
-                            'extra_fields_behavior': 'forbid',
-                            'title': 'PlacementConfig',
-                        },
+                        'config': {'extra_fields_behavior': 'forbid', 'title': 'PlacementConfig'},
                         'ref': 'PlacementConfig',
                     },
                     'default_factory': records.constant(records.make(records.PlacementConfig, max_total_gpu_memory_fraction_per_gpu=1.0, require_memory_fraction_for_colocation=True, num_gpus=None)),
@@ -512,35 +332,16 @@ CORE_SCHEMA = {
                             'schema': {
                                 'type': 'model-fields',
                                 'fields': {
-                                    'src': {
-                                        'type': 'model-field',
-                                        'schema': {
-                                            'type': 'str',
-                                        },
-                                    },
-                                    'dst': {
-                                        'type': 'model-field',
-                                        'schema': {
-                                            'type': 'str',
-                                        },
-                                    },
-                                    'reason': {
-                                        'type': 'model-field',
-                                        'schema': {
-                                            'type': 'str',
-                                            'min_length': 1,
-                                        },
-                                    },
+                                    'src': {'type': 'model-field', 'schema': {'type': 'str'}},
+                                    'dst': {'type': 'model-field', 'schema': {'type': 'str'}},
+                                    'reason': {'type': 'model-field', 'schema': {'type': 'str', 'min_length': 1}},
                                 },
                                 'model_name': 'ProcessLocalEdge',
                                 'computed_fields': [],
                             },
                             'custom_init': False,
                             'root_model': False,
-                            'config': {
-                                'extra_fields_behavior': 'forbid',
-                                'title': 'ProcessLocalEdge',
-                            },
+                            'config': {'extra_fields_behavior': 'forbid', 'title': 'ProcessLocalEdge'},
                             'ref': 'ProcessLocalEdge',
                         },
                     },
@@ -554,10 +355,7 @@ CORE_SCHEMA = {
     },
     'custom_init': False,
     'root_model': False,
-    'config': {
-        'extra_fields_behavior': 'forbid',
-        'title': 'PipelineConfig',
-    },
+    'config': {'extra_fields_behavior': 'forbid', 'title': 'PipelineConfig'},
     'ref': 'PipelineConfig',
 }
 

@@ -69,8 +69,10 @@ def _emit(value: Any, depth: int, key: str | None = None) -> str:
     if isinstance(value, dict):
         if not value:
             return "{}"
-        items = [f"{inner}{k!r}: {_emit(v, depth + 1, k)}," for k, v in value.items() if k not in _DROPPED_KEYS]
-        return "{\n" + "\n".join(items) + f"\n{pad}}}"
+        items = [f"{k!r}: {_emit(v, depth + 1, k)}" for k, v in value.items() if k not in _DROPPED_KEYS]
+        if all("\n" not in item for item in items) and sum(len(item) + 2 for item in items) < 100:
+            return "{" + ", ".join(items) + "}"
+        return "{\n" + "".join(f"{inner}{item},\n" for item in items) + pad + "}"
     if isinstance(value, (list, tuple)):
         parts = [_emit(v, depth + 1) for v in value]
         open_, close = ("[", "]") if isinstance(value, list) else ("(", ",)" if len(value) == 1 else ")")
