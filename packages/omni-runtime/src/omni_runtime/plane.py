@@ -9,7 +9,7 @@ run directory and under the run's shared-memory prefix, so removing those
 
 from __future__ import annotations
 
-import zmq.asyncio
+import zmq
 
 from .transport import AsyncInbox, AsyncOutbox, Codec, RunDir, ShmPool, ShmReader
 
@@ -21,7 +21,7 @@ class Plane:
         self.run = run
         self.me = me
         self.send_timeout = send_timeout
-        self.zctx = zmq.asyncio.Context()
+        self.zctx = zmq.Context()
         self.pool = ShmPool(run.shm_prefix, budget_bytes=shm_budget_bytes)
         self.reader = ShmReader(allowed_prefix=run.shm_prefix)
         self.codec = Codec(pool=self.pool, reader=self.reader)

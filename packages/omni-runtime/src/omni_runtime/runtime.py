@@ -322,18 +322,19 @@ class Runtime:
         inbox = self._plane.inbox
         while True:
             try:
-                msg = await inbox.recv()
+                batch = await inbox.recv_batch()  # every queued message at once: no await per message
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a malformed message must not stop the parent
                 self.log(f"omni: dropped a malformed message: {exc}")
                 continue
-            try:
-                await self._dispatch(msg)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one bad message must not stop every request
-                self.log(f"omni: error while handling a {msg.header.get(E.KIND)!r} message: {type(exc).__name__}: {exc}")
+            for msg in batch:
+                try:
+                    await self._dispatch(msg)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one bad message must not stop every request
+                    self.log(f"omni: error while handling a {msg.header.get(E.KIND)!r} message: {type(exc).__name__}: {exc}")
 
     async def _dispatch(self, msg: Any) -> None:
         """Handle one message from a worker (runs on the parent's receive loop)."""

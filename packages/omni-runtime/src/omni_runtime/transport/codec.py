@@ -69,6 +69,8 @@ _WHERE_SHM = 1
 
 _INT_MIN = -(1 << 63)
 _INT_MAX = (1 << 64) - 1
+_DECODED_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+"""Types MessagePack decodes to that ``_dec`` returns unchanged."""
 
 DEFAULT_SHM_THRESHOLD = 1 << 20
 DEFAULT_INLINE_BYTES_MAX = 64 << 10
@@ -197,12 +199,17 @@ class Encoded:
 
 
 class _EncodeState:
-    __slots__ = ("buffers", "leases", "refs")
+    __slots__ = ("buffers", "inline_only", "leases", "refs")
 
     def __init__(self) -> None:
         self.buffers: list[Any] = []
         self.refs: list[list] = []
         self.leases: list[ShmLease] = []
+        self.inline_only = False
+
+
+class _ShmNeeded(Exception):
+    """Raised inside :meth:`Codec.encode_inline` at the first tensor that needs shared memory."""
 
 
 class Codec:
@@ -275,8 +282,24 @@ class Codec:
         :class:`~omni_runtime.transport.errors.ShmTimeoutError`. On any error
         every lease taken so far is given back.
         """
+        return self._encode(obj, _EncodeState(), self.shm_timeout if shm_timeout is None else shm_timeout)
+
+    def encode_inline(self, obj: Any) -> Encoded | None:
+        """:meth:`encode` for a value with no tensor that goes through shared memory, else ``None``.
+
+        One walk instead of :meth:`needs_shm` and then :meth:`encode`: the
+        async channel encodes small payloads right on the event loop and only
+        moves the ones that copy into shared memory to a worker thread. A
+        ``None`` took nothing (no lease, no copy).
+        """
         st = _EncodeState()
-        timeout = self.shm_timeout if shm_timeout is None else shm_timeout
+        st.inline_only = True
+        try:
+            return self._encode(obj, st, None)
+        except _ShmNeeded:
+            return None
+
+    def _encode(self, obj: Any, st: _EncodeState, timeout: float | None) -> Encoded:
         try:
             tree = self._enc(obj, st, [], 0, timeout)
             try:
@@ -306,11 +329,17 @@ class Codec:
             return x
         if depth >= self.limits.max_depth:
             raise CodecError(f"{_path_str(path)}: value nests deeper than {self.limits.max_depth} levels")
+        # Scalar members are checked right here, without a call per member: payloads and
+        # headers are mostly scalars, and a call per value was most of a small message's cost.
         if t is dict:
             out = {}
             for k, v in x.items():
                 if type(k) is not str:
                     raise CodecError(f"{_path_str(path)}: dict key {k!r} is a {type(k).__name__}; only str keys are supported (convert keys with str())")
+                tv = type(v)
+                if tv is str or tv is float or tv is bool or v is None or (tv is int and _INT_MIN <= v <= _INT_MAX):
+                    out[k] = v
+                    continue
                 path.append(k)
                 out[k] = self._enc(v, st, path, depth + 1, timeout)
                 path.pop()
@@ -318,6 +347,10 @@ class Codec:
         if t is list or t is tuple:
             out_l = [_TUPLE_MARK] if t is tuple else []
             for i, v in enumerate(x):
+                tv = type(v)
+                if tv is str or tv is float or tv is bool or v is None or (tv is int and _INT_MIN <= v <= _INT_MAX):
+                    out_l.append(v)
+                    continue
                 path.append(i)
                 out_l.append(self._enc(v, st, path, depth + 1, timeout))
                 path.pop()
@@ -384,6 +417,8 @@ class Codec:
         shape = list(x.shape)
         nbytes = x.nbytes
         if self.pool is not None and nbytes >= self.shm_threshold and nbytes > 0:
+            if st.inline_only:
+                raise _ShmNeeded
             lease = self.pool.acquire(nbytes, timeout=timeout)
             st.leases.append(lease)
             # One copy, straight from the source (any strides or device) into
@@ -508,16 +543,19 @@ class Codec:
             return x
         if depth >= self.limits.max_depth:
             raise CodecError(f"malformed message: nesting deeper than {self.limits.max_depth}")
+        # Scalar members pass through here without a call each (see _enc).
         if t is list:
             if x and type(x[0]) is _TupleMark:
-                return tuple(self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_mode) for v in x[1:])
-            return [self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_mode) for v in x]
+                return tuple(
+                    v if type(v) in _DECODED_SCALARS else self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_mode) for v in x[1:]
+                )
+            return [v if type(v) in _DECODED_SCALARS else self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_mode) for v in x]
         if t is dict:
             out = {}
             for k, v in x.items():
                 if type(k) is not str:
                     raise CodecError(f"malformed message: dict key {k!r} is not a str")
-                out[k] = self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_mode)
+                out[k] = v if type(v) in _DECODED_SCALARS else self._dec(v, bufs, refs, used_bufs, used_refs, depth + 1, device, shm_mode)
             return out
         if t is _TensorRef:
             tensor = self._dec_tensor(x, bufs, refs, used_bufs, used_refs, shm_mode)
