@@ -335,6 +335,9 @@ class Runtime:
                     raise
                 except Exception as exc:  # noqa: BLE001 - one bad message must not stop every request
                     self.log(f"omni: error while handling a {msg.header.get(E.KIND)!r} message: {type(exc).__name__}: {exc}")
+            # Let the callers whose requests this batch completed resume before this loop
+            # sets up its next wait (same loop iteration, but their result comes first).
+            await asyncio.sleep(0)
 
     async def _dispatch(self, msg: Any) -> None:
         """Handle one message from a worker (runs on the parent's receive loop)."""
