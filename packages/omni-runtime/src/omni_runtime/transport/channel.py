@@ -531,7 +531,9 @@ class AsyncInbox(_AsyncBase):
 
     :meth:`recv_batch` hands over every message already queued (no await per
     message); :meth:`recv` is the one-message form. Both wait on the event
-    loop only when the socket is empty.
+    loop only when the socket is empty. :meth:`listen` instead has a callback
+    take the messages right from the loop's reader callback (what a worker
+    does: no task wake-up per message).
     """
 
     _keep_reader = True
