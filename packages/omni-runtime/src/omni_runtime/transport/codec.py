@@ -254,27 +254,6 @@ class Codec:
 
     # -- encode ----------------------------------------------------------------------
 
-    def needs_shm(self, obj: Any) -> bool:
-        """Whether encoding ``obj`` would use shared memory (cheap walk).
-
-        The async channel uses this to move large copies off the event loop.
-        """
-        if self.pool is None:
-            return False
-        stack = [obj]
-        seen = 0
-        while stack and seen < 100000:
-            seen += 1
-            x = stack.pop()
-            if isinstance(x, torch.Tensor):
-                if x.numel() * x.element_size() >= self.shm_threshold:
-                    return True
-            elif type(x) is dict:
-                stack.extend(x.values())
-            elif type(x) in (list, tuple):
-                stack.extend(x)
-        return False
-
     def encode(self, obj: Any, *, shm_timeout: float | None = None) -> Encoded:
         """Encode ``obj``; raises :class:`CodecError` for unsupported values.
 
@@ -287,10 +266,9 @@ class Codec:
     def encode_inline(self, obj: Any) -> Encoded | None:
         """:meth:`encode` for a value with no tensor that goes through shared memory, else ``None``.
 
-        One walk instead of :meth:`needs_shm` and then :meth:`encode`: the
-        async channel encodes small payloads right on the event loop and only
-        moves the ones that copy into shared memory to a worker thread. A
-        ``None`` took nothing (no lease, no copy).
+        The async channel encodes small payloads right on the event loop in
+        this one walk and moves only the ones that copy into shared memory to
+        a worker thread. A ``None`` took nothing (no lease, no copy).
         """
         st = _EncodeState()
         st.inline_only = True
