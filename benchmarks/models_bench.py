@@ -4,10 +4,11 @@ The spec: "Measure the target workload before making a topology change
 persistent." This driver runs ``omni bench`` once per registered model with one
 alternative, ``fully_split``: every stage in its own OS process, except stages
 tied by the model's process-local edges, which stay together (a forbidden split
-would not compile). Where OS processes then share a GPU, the stages that declare
-no ``total_gpu_memory_fraction`` get an explicit one on the command line (the
-share the declared ones leave under the placement limit), so the placement
-accounting is legal; the generated override set is printed with the results.
+would not compile). GPU stages that declare no ``total_gpu_memory_fraction``
+get an explicit one on the command line (the share the declared ones leave
+under the placement limit), so the placement accounting is legal wherever OS
+processes now share a GPU (``omni_compiler.splits``); the generated override
+set is printed with the results.
 
     python benchmarks/models_bench.py [--models a,b] [--requests 8] [--concurrency 1,8] [--text-length 80]
 
@@ -27,46 +28,11 @@ import sys
 import time
 from typing import Any
 
-
-def local_groups(config: Any) -> list[list[str]]:
-    """Stages tied together by process-local edges (transitively), in declaration order."""
-    parent = {s.name: s.name for s in config.stages}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for edge in config.process_local_edges:
-        parent[find(edge.src)] = find(edge.dst)
-    groups: dict[str, list[str]] = {}
-    for stage in config.stages:
-        groups.setdefault(find(stage.name), []).append(stage.name)
-    return list(groups.values())
+from omni_compiler import splits
 
 
 def fully_split_overrides(config: Any) -> list[str]:
-    out: list[str] = []
-    for group in local_groups(config):
-        for name in group:
-            out += [f"--stages.{name}.process", f"p_{group[0]}"]
-    limit = config.placement.max_total_gpu_memory_fraction_per_gpu
-    by_gpu: dict[int, list[Any]] = {}
-    for stage in config.stages:
-        for gpu in stage.gpu_ids:
-            by_gpu.setdefault(gpu, []).append(stage)
-    groups = local_groups(config)
-    for stages in by_gpu.values():
-        owners = {tuple(g) for s in stages for g in groups if s.name in g}
-        missing = [s for s in stages if s.memory_fraction is None]
-        if len(owners) < 2 or not missing:
-            continue
-        declared = sum(s.memory_fraction or 0.0 for s in stages)
-        share = int((limit - declared) / len(missing) * 100) / 100
-        for stage in missing:
-            out += [f"--stages.{stage.name}.runtime.resources.total_gpu_memory_fraction", f"{share:.2f}"]
-    return out
+    return splits.fully_split_overrides(config) + splits.fraction_overrides(config)
 
 
 def bench_model(model: str, args: argparse.Namespace) -> tuple[list[dict[str, Any]], str, float]:

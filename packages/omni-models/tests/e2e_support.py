@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omni_compiler.splits import local_groups
 
 # -- the spec's table ------------------------------------------------------------------
 
@@ -185,24 +186,6 @@ def config_class(model_id: str) -> Any:
 # -- split planning ------------------------------------------------------------------------
 
 
-def local_groups(config: Any) -> list[set[str]]:
-    """Stages tied together by declared process-local edges (transitively)."""
-    parent = {s.name: s.name for s in config.stages}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for edge in config.process_local_edges:
-        parent[find(edge.src)] = find(edge.dst)
-    groups: dict[str, set[str]] = {}
-    for name in parent:
-        groups.setdefault(find(name), set()).add(name)
-    return list(groups.values())
-
-
 def pipeline_edges(config: Any) -> list[tuple[str, str]]:
     edges: dict[tuple[str, str], None] = {}
     for stage in config.stages:
@@ -218,43 +201,14 @@ def split_along(config: Any, src: str, dst: str) -> list[str]:
     the same process) into a new process, so the edge ``src -> dst`` crosses processes."""
     process_of = {s.name: s.process or s.name for s in config.stages}
     order = [s.name for s in config.stages]
-    group = next(g for g in local_groups(config) if dst in g)
+    groups = [set(g) for g in local_groups(config)]
+    group = next(g for g in groups if dst in g)
     moved = {n for n in order[order.index(dst) :] if process_of[n] == process_of[dst]} | group
-    for g in local_groups(config):
+    for g in groups:
         if g & moved:
             moved |= g
     target = f"split_{dst}"
     return [token for name in order if name in moved for token in (f"--stages.{name}.process", target)]
-
-
-def fully_split(config: Any) -> list[str]:
-    """Every stage in its own process, except process-local groups, which stay together."""
-    out: list[str] = []
-    for group in local_groups(config):
-        first = next(s.name for s in config.stages if s.name in group)
-        out.extend(token for name in sorted(group) for token in (f"--stages.{name}.process", f"solo_{first}"))
-    return out
-
-
-def fraction_overrides(config: Any) -> list[str]:
-    """Declare a fraction on every GPU stage that lacks one, sharing what the declared ones
-    leave under the placement limit, so any grouping of these stages is legal on the GPU."""
-    limit = config.placement.max_total_gpu_memory_fraction_per_gpu
-    by_gpu: dict[int, list[Any]] = {}
-    for stage in config.stages:
-        for gpu in stage.gpu_ids:
-            by_gpu.setdefault(gpu, []).append(stage)
-    out: list[str] = []
-    for stages in by_gpu.values():
-        missing = [s for s in stages if s.memory_fraction is None]
-        if not missing:
-            continue
-        declared = sum(s.memory_fraction or 0.0 for s in stages)
-        share = int((limit - declared) / len(missing) * 100) / 100
-        assert share > 0, f"no GPU memory left to declare for {[s.name for s in missing]}"
-        for stage in missing:
-            out += [f"--stages.{stage.name}.runtime.resources.total_gpu_memory_fraction", f"{share:.2f}"]
-    return out
 
 
 # -- CLI -------------------------------------------------------------------------------------

@@ -14,13 +14,12 @@ from e2e_support import (
     SPEC_BY_ID,
     compile_model,
     config_class,
-    fraction_overrides,
-    fully_split,
     load,
     omni_compile,
     pipeline_edges,
     split_along,
 )
+from omni_compiler.splits import fraction_overrides, fully_split_overrides
 
 
 def _forbidden_cases() -> list[tuple[str, str, str]]:
@@ -87,7 +86,7 @@ def test_every_other_split_compiles_once_fractions_make_sharing_legal(model_id: 
 @pytest.mark.parametrize("model_id", MODEL_IDS)
 def test_fully_split_topology_keeps_process_local_pairs_together(model_id: str) -> None:
     config = load(model_id)
-    topology = compile_model(model_id, fully_split(config) + fraction_overrides(config))
+    topology = compile_model(model_id, fully_split_overrides(config) + fraction_overrides(config))
     for edge in topology.edges:
         assert edge.cross_process == (edge.process_local_reason is None and (edge.src, edge.dst) not in SPEC_BY_ID[model_id].local_edges)
 

@@ -15,7 +15,8 @@ from typing import Any
 import psutil
 import pytest
 import torch
-from e2e_support import MODEL_IDS, SPEC_BY_ID, compile_model, expected_seconds, fraction_overrides, load
+from e2e_support import MODEL_IDS, SPEC_BY_ID, compile_model, expected_seconds, load
+from omni_compiler.splits import fraction_overrides
 from omni_runtime import Runtime
 
 SHORT = "Testing the pipeline end to end."
