@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from omni_config import ConfigIssue, load_config
+from omni_config import ConfigIssue, load_records
 from omni_config.gcpause import paused_gc
 
 from .errors import TopologyError
@@ -74,4 +74,5 @@ def _compile(config: PipelineConfig | records.PipelineConfig, num_gpus: int | No
 
 
 def compile_file(path: str | Path, overrides: Sequence[str] = (), num_gpus: int | None = None) -> CompiledTopology:
-    return compile(load_config(path, overrides), num_gpus=num_gpus)
+    """The topology of a pipeline file; the config itself is not kept, so it is read as records (no pydantic models built)."""
+    return compile(load_records(path, overrides), num_gpus=num_gpus)
