@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -274,3 +276,23 @@ def test_receive_modes_are_validated(run_dir):
         with pytest.raises(ValueError, match="must be one of"):
             Codec().decode(frames, shm_mode="steal")
         Codec().discard(frames)
+
+
+def test_closing_the_pool_under_a_live_lease_keeps_its_memory_mapped(run_dir):
+    """An encode thread may still be copying into a lease when the pool closes (shutdown, cancel).
+
+    The segment is unlinked at once, but its mapping must outlive every tensor over it: run in a
+    child so an unmap under the copy (a segfault) fails this test instead of killing the suite.
+    """
+    code = (
+        "import torch\n"
+        "from omni_runtime.transport import ShmPool\n"
+        f"pool = ShmPool({run_dir.shm_prefix!r}, budget_bytes={16 * MiB})\n"
+        f"lease = pool.acquire({8 * MiB})\n"
+        "pool.close()\n"
+        "lease.view.fill_(7)\n"
+        f"assert int(lease.view[-1]) == 7 and lease.view.numel() == {8 * MiB}\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert segments(run_dir.shm_prefix) == []

@@ -166,6 +166,19 @@ def _size_class(nbytes: int) -> int:
     return -(-n // step) * step
 
 
+def _tensor_over(mm: mmap.mmap, count: int, offset: int) -> torch.Tensor:
+    """A flat ``uint8`` tensor over ``mm`` that keeps the mapping alive as long as it lives.
+
+    ``torch.frombuffer`` keeps a reference to the object it is given but holds
+    no buffer export, so ``mm.close()`` would unmap the memory under a live
+    tensor (a segfault in whichever thread touches it next, e.g. an encode
+    still copying when the pool closes). Through a memoryview, ``close()``
+    raises ``BufferError`` while any such tensor lives, and the mapping is
+    unmapped when the last one is freed.
+    """
+    return torch.frombuffer(memoryview(mm), dtype=torch.uint8, count=count, offset=offset)
+
+
 class _Segment:
     __slots__ = ("capacity", "data", "fd", "gen", "last_used", "mm", "name", "path", "sent_at", "state")
 
@@ -174,7 +187,7 @@ class _Segment:
         self.path = path
         self.fd = fd
         self.mm = mm
-        self.data = torch.frombuffer(mm, dtype=torch.uint8, count=capacity, offset=HEADER_BYTES)
+        self.data = _tensor_over(mm, capacity, HEADER_BYTES)
         self.capacity = capacity
         self.gen = 1
         self.state = "free"  # free | leased | sent
@@ -716,7 +729,7 @@ class ShmReader:
                 mm = mmap.mmap(fd, size, flags=_MAP_FLAGS)
             finally:
                 os.close(fd)
-            view = torch.frombuffer(mm, dtype=torch.uint8, count=size - HEADER_BYTES, offset=HEADER_BYTES)
+            view = _tensor_over(mm, size - HEADER_BYTES, HEADER_BYTES)
             self._cache[name] = (ino, size, mm, view)
             total = sum(v[1] for v in self._cache.values())
             for key in list(self._cache):
