@@ -21,8 +21,19 @@ ENV_AT_IMPORT = os.environ.get("OMNI_TEST_STAGE_ENV")
 """Read when the worker imports this module: a stage's env is set before its factory is imported."""
 
 
+def write_marker(marker_dir: str, name: str) -> None:
+    """Leave this process's pid in a marker file the test polls for.
+
+    Written under a temporary name and renamed, so a test that sees the file never reads it half-written.
+    """
+    marker = pathlib.Path(marker_dir, name)
+    staging = marker.with_name(f".{name}.tmp")
+    staging.write_text(str(os.getpid()))
+    staging.replace(marker)
+
+
 def _touch(data: dict[str, Any], name: str) -> None:
-    pathlib.Path(data["marker_dir"], name).write_text(str(os.getpid()))
+    write_marker(data["marker_dir"], name)
 
 
 def route_by_mode(payload: StagePayload) -> str:
@@ -220,10 +231,10 @@ class StreamSink:
                 await ctx.aemit({"audio": chunk["values"].to(torch.float32) / 100.0, "sample_rate": 16000})
                 if len(order) == 1:
                     # the first chunk is here while the producer still runs (it waits for this file)
-                    pathlib.Path(marker_dir, "consumer-got-0").write_text(str(os.getpid()))
+                    write_marker(marker_dir, "consumer-got-0")
         finally:
             if ctx.cancelled and marker_dir is not None:
-                pathlib.Path(marker_dir, "consumer-cancelled").write_text(str(os.getpid()))
+                write_marker(marker_dir, "consumer-cancelled")
         upstream = ctx.upstream_payload
         return StagePayload(ctx.request_id, {"order": order, "upstream": upstream.data if upstream is not None else None})
 
@@ -262,7 +273,7 @@ def build_inj_kwargs(**kwargs: Any):
 
 def build_tp_stage(tp_rank: int | None, tp_size: int, process_total_gpu_memory_fraction: float | None):
     def run(payload: StagePayload, ctx: StageContext) -> StagePayload:
-        pathlib.Path(payload.data["marker_dir"], f"tp-rank-{tp_rank}").write_text(str(os.getpid()))
+        _touch(payload.data, f"tp-rank-{tp_rank}")
         return StagePayload(payload.request_id, {
             "rank": tp_rank, "size": tp_size, "ctx_rank": ctx.tp_rank, "process_name": ctx.process_name,
             "process_fraction": process_total_gpu_memory_fraction, "pid": os.getpid(),
