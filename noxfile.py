@@ -1,4 +1,4 @@
-"""Sessions: one per package in its own venv, a compiler-only install, the
+"""Sessions: ruff, one per package in its own venv, a compiler-only install, the
 cross-package integration suite, and the benchmarks.
 
 `nox` runs every test session; `nox -s bench` (and bench_*) run benchmarks.
@@ -14,7 +14,7 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-nox.options.sessions = ["omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration"]
+nox.options.sessions = ["lint", "omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = False
 
@@ -56,6 +56,13 @@ def _package_session(package: str):
 
 for _name in PKG:
     nox.session(name=_name.replace("-", "_"))(_package_session(_name))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the whole tree with the rule set pinned in pyproject.toml (style drift fails fast, before the tests)."""
+    session.install(*CONSTRAINTS, "ruff")
+    session.run("ruff", "check", ".")
 
 
 @nox.session

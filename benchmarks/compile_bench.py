@@ -95,11 +95,11 @@ def main() -> int:
     for _ in range(args.repeats):
         for size in sizes:
             raw, config, _topology = cases[size]
-            best[size][0] = min(best[size][0], best_of(lambda: raw_config(raw), 1))
-            best[size][1] = min(best[size][1], best_of(lambda: compile(config), 1))
+            best[size][0] = min(best[size][0], best_of(lambda raw=raw: raw_config(raw), 1))
+            best[size][1] = min(best[size][1], best_of(lambda config=config: compile(config), 1))
     rows = [(size, len(cases[size][2].instances), len(cases[size][2].edges), *best[size]) for size in sizes]
 
-    print("compile time (best of %d)" % args.repeats)
+    print(f"compile time (best of {args.repeats})")
     print(f"{'stages':>8} {'OS procs':>9} {'edges':>7} {'validate ms':>12} {'compile ms':>11} {'total ms':>9} {'x prev size':>12}")
     prev = None
     for size, procs, edges, validate_s, compile_s in rows:
@@ -116,7 +116,7 @@ def main() -> int:
     baseline = cold_start([sys.executable, "-c", "import pydantic, yaml"], args.repeats * 2)
     cli = cold_start([exe, "validate", "configs/higgs_tts.yaml"], args.repeats * 2)
     print()
-    print("cold start (median of %d)" % (args.repeats * 2))
+    print(f"cold start (median of {args.repeats * 2})")
     print(f"{'command':<56} {'ms':>8} {'ratio':>7}")
     label = 'python -c "import pydantic, yaml"'
     print(f"{label:<56} {baseline * 1e3:>8.1f} {'1.00':>7}")

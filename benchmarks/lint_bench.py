@@ -86,7 +86,7 @@ def _model_files(model: str) -> dict[str, str]:
             """
         ).lstrip(),
         f"{model}/stages.py": textwrap.dedent(
-            f"""
+            """
             from . import handoff
             from .helper0 import step0
 

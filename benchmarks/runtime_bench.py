@@ -27,9 +27,10 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 STAGES = ("s1", "s2", "s3", "s4")

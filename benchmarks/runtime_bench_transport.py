@@ -40,6 +40,7 @@ import sys
 import time
 
 import torch
+
 from omni_runtime.transport import Codec, Inbox, Outbox, RunDir, ShmPool, ShmReader
 
 KiB = 1 << 10

@@ -16,7 +16,6 @@ import torch
 
 from omni_runtime import RequestCancelled, StageContext, StagePayload
 
-
 ENV_AT_IMPORT = os.environ.get("OMNI_TEST_STAGE_ENV")
 """Read when the worker imports this module: a stage's env is set before its factory is imported."""
 

@@ -11,7 +11,6 @@ import sys
 
 from omni_compiler import compile as compile_topology
 from omni_config.schema import PipelineConfig
-
 from omni_runtime import Runtime
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-
 from compiler_helpers import FIXTURES, fixture_dict
 
 

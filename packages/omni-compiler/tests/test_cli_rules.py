@@ -11,7 +11,6 @@ import json
 
 import pytest
 import yaml
-
 from compiler_helpers import FIXTURES, chain, pipeline, stage
 
 HIGGS = FIXTURES / "higgs_tts.yaml"

@@ -12,11 +12,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from compiler_helpers import FIXTURES, compiled, fixture_dict
 
 from omni_compiler import CompiledTopology
 from omni_config import registry
-
-from compiler_helpers import FIXTURES, compiled, fixture_dict
 
 HIGGS = FIXTURES / "higgs_tts.yaml"
 QWEN3 = FIXTURES / "qwen3_tts.yaml"
@@ -50,7 +49,7 @@ def test_validate_invalid_prints_every_error(cli, model_files, write):
 
 def test_validate_forbidden_split_names_edge_reason_and_fix(cli, model_files, write):
     deploy = write("split.yaml", "extends: qwen3_tts.yaml\nstages:\n  - name: preprocessing\n    process: frontend\n")
-    code, out, err = cli("validate", deploy)
+    code, _out, err = cli("validate", deploy)
     assert code == 1
     assert err.splitlines() == [
         "1 error in the configuration:",
@@ -157,7 +156,7 @@ def test_file_error_in_json_format(cli, write):
     ["validate", str(HIGGS), "--unknown-flag"],
 ])
 def test_usage_errors_exit_2(cli, argv):
-    code, out, err = cli(*argv)
+    code, _out, err = cli(*argv)
     assert code == 2
     assert err  # argparse or the CLI explains the usage
 
@@ -176,7 +175,7 @@ def test_internal_failure_is_exit_2_without_traceback(cli, monkeypatch):
         raise RuntimeError("unexpected")
 
     monkeypatch.setattr(cli_module, "compile", boom)
-    code, out, err = cli("validate", HIGGS)
+    code, _out, err = cli("validate", HIGGS)
     assert code == 2
     assert err.strip() == "omni-compile: internal error: RuntimeError: unexpected (set OMNI_DEBUG=1 for a traceback)"
     monkeypatch.setenv("OMNI_DEBUG", "1")

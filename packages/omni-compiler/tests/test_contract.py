@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from compiler_helpers import chain, compiled, only, paths, pipeline, stage, topology_error
 
 from omni_compiler import CompiledEdge
-
-from compiler_helpers import chain, compiled, only, paths, pipeline, stage, topology_error
 
 QWEN_REASON = "prepared requests live in _PREPROCESSING_CONTEXT / _PREPARED_REQUESTS, read in-process by the AR engine builder"
 MING_REASON = "compatibility guard preserving the previous process-split allowlist"

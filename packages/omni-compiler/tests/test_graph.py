@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from compiler_helpers import chain, compiled, only, paths, pipeline, stage, topology_error
 
 
@@ -77,7 +76,7 @@ def test_two_independent_cycles_are_both_reported():
 
 
 def test_unreachable_stage():
-    stages = chain("a", "b") + [stage("orphan", terminal=True)]
+    stages = [*chain("a", "b"), stage("orphan", terminal=True)]
     issue = only(topology_error(pipeline(stages)), "stages.orphan")
     assert issue.rule == "unreachable from the entry stage 'a'"
     assert issue.value == "orphan"

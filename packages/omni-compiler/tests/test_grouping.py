@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from omni_compiler import render
-
 from compiler_helpers import chain, compiled, only, pipeline, stage, table_rows, topology_error
+
+from omni_compiler import render
 
 HIGGS_TABLE = (
     "tts_frontend : preprocessing, audio_encoder\n"

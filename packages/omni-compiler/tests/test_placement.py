@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from compiler_helpers import compile_error, compiled, only, paths, pipeline, stage, topology_error
 
 from omni_compiler import GpuBudget, GpuShare
-
-from compiler_helpers import compile_error, compiled, only, paths, pipeline, stage, topology_error
 
 FRACTION = "runtime.resources.total_gpu_memory_fraction"
 OPT_OUT = {"require_memory_fraction_for_colocation": False}

@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from compiler_helpers import FIXTURES, fixture_dict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omni_compiler import CompiledTopology, TopologyError, compile, render
 from omni_compiler.cli import main
 from omni_config import ConfigError, raw_config, raw_records
-
-from compiler_helpers import FIXTURES, fixture_dict
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 ROOTS = ("stages", "processes", "placement", "process_local_edges", "entry_stage", "--gpus", "name", "command line")

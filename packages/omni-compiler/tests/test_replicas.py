@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from compiler_helpers import chain, compiled, instance_gpus, only, paths, pipeline, topology_error
 
 from omni_compiler import render
-
-from compiler_helpers import chain, compiled, instance_gpus, only, paths, pipeline, topology_error
 
 SPEC_REPLICAS = ["--processes.vocoder.num_replicas", "2", "--processes.vocoder.replica_devices", "1,2"]
 

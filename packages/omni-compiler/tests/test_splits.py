@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from compiler_helpers import fixture_dict
 
 from omni_compiler import compile
 from omni_compiler.splits import fraction_overrides, fully_split_overrides, local_groups
 from omni_config import raw_config, raw_records
-
-from compiler_helpers import fixture_dict
 
 
 def test_process_local_edges_group_stages_in_declaration_order():

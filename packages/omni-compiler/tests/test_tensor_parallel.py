@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from omni_compiler import render
-
 from compiler_helpers import chain, compiled, instance_gpus, only, paths, pipeline, stage, table_rows, topology_error
+
+from omni_compiler import render
 
 
 def _tp_higgs(higgs, *extra):

@@ -6,11 +6,10 @@ import dataclasses
 import json
 
 import pytest
+from compiler_helpers import FIXTURES, compiled
 
 from omni_compiler import CompiledTopology, compile, compile_file
 from omni_config import raw_config
-
-from compiler_helpers import FIXTURES, compiled
 
 
 def _variants(higgs):

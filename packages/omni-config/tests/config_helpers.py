@@ -9,8 +9,9 @@ imported, which is exactly what omni-config promises. A uniquely named module (n
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml

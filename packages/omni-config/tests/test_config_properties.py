@@ -13,12 +13,11 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from config_helpers import FIXTURES, fixture_dict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omni_config import ConfigError, ConfigFileError, PipelineConfig, load_config, raw_config
-
-from config_helpers import FIXTURES, fixture_dict
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from config_helpers import fixture_dict, issues_by_path, raises_config_error, single_issue
 
 from omni_config import ConfigError, ConfigFileError, load_config, load_model, raw_config, resolve_model_source
-
-from config_helpers import fixture_dict, issues_by_path, raises_config_error, single_issue
 
 
 def _topology(config) -> list[tuple[str, str | None]]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
+from config_helpers import fixture_dict
 
 from omni_config import json_schema
-
-from config_helpers import fixture_dict
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from config_helpers import issues_by_path, raises_config_error, single_issue
 
 from omni_config import raw_config, split_overrides
-
-from config_helpers import issues_by_path, raises_config_error, single_issue
 
 
 def test_equals_and_space_forms_are_equivalent(higgs):

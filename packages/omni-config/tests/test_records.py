@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from config_helpers import FIXTURES, fixture_dict
 from hypothesis import given
+from test_config_properties import CONFIG, SETTINGS, TOKENS
 
 from omni_config import ConfigError, load_config, load_records, raw_config, raw_records, records, snapshot
 from omni_config.schema import PipelineConfig
-
-from config_helpers import FIXTURES, fixture_dict
-from test_config_properties import CONFIG, SETTINGS, TOKENS
 
 REPO_CONFIGS = sorted((Path(__file__).resolve().parents[3] / "configs").glob("*.yaml"))
 

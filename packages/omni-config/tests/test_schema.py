@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from config_helpers import fixture_dict, issues_by_path, raises_config_error, single_issue
+from pydantic import ValidationError
 
 from omni_config import ConfigError, PipelineConfig, raw_config
-
-from config_helpers import fixture_dict, issues_by_path, raises_config_error, single_issue
 
 
 def test_higgs_fixture_loads_with_every_field(higgs):
@@ -65,7 +65,7 @@ def test_process_local_edges_are_parsed(qwen3):
 
 def test_config_values_are_frozen(higgs):
     config = raw_config(higgs)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         config.stages[0].process = "other"  # type: ignore[misc]
 
 

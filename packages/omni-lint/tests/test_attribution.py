@@ -8,7 +8,6 @@ must not count gives a clean run.
 from __future__ import annotations
 
 import pytest
-
 from conftest import chain, pipeline_yaml, run_lint, write_tree
 
 PIPE = pipeline_yaml("m", chain("m", ["preprocessing", "tts_engine"]))

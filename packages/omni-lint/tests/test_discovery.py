@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from conftest import FIXTURES, chain, pipeline_yaml, run_lint, write_tree
 
 from omni_lint import Settings, lint

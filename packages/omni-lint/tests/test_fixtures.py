@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import FIXTURES, codes, run_lint
+from conftest import FIXTURES, run_lint
 
 from omni_lint import Severity
 

@@ -6,7 +6,6 @@ import shutil
 
 import pytest
 import yaml
-
 from conftest import OMNI_MODELS, run_lint
 
 from omni_lint import Severity

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from omni_compiler.splits import local_groups
 
 # -- the spec's table ------------------------------------------------------------------

@@ -1,4 +1,5 @@
 import torch
+
 from omni_models.common.ar import ARConfig, ARModel, generate_frames
 from omni_models.common.codec import CodecDecoder, StreamingDecode, upsample_factors
 from omni_models.common.delay import DelayAligner, apply_delay, revert_delay

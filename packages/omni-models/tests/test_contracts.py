@@ -7,6 +7,7 @@ from importlib.metadata import entry_points
 import pytest
 from helpers import load_yaml
 from models_table import CASES, IDS
+
 from omni_config import load_config, load_model
 
 TABLE_EDGES = {

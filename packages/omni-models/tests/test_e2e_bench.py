@@ -10,6 +10,7 @@ import json
 
 import pytest
 from e2e_support import omni
+
 from omni_runtime.workload_bench import Row, percentile, render_table, workload_text
 
 

@@ -19,6 +19,7 @@ from e2e_support import (
     pipeline_edges,
     split_along,
 )
+
 from omni_compiler.splits import fraction_overrides, fully_split_overrides
 
 

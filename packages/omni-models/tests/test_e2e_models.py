@@ -16,6 +16,7 @@ import psutil
 import pytest
 import torch
 from e2e_support import MODEL_IDS, SPEC_BY_ID, compile_model, expected_seconds, load
+
 from omni_compiler.splits import fraction_overrides
 from omni_runtime import Runtime
 

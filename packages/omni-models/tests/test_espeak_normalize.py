@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from omni_models.espeak.normalize import normalize_text, prepare, split_sentences
 
 

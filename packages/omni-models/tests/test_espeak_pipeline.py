@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from omni_models.espeak import stages
 from omni_models.espeak.config import EspeakConfig
 from omni_models.espeak.engine import UnknownVoiceError, get_engine

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from omni_models.espeak.level import LevelNormalizer, dbfs_to_linear
 from omni_models.espeak.resample import StreamingResampler, resample
 

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 import torch
 from helpers import FakeCtx, StagePayload, build_stages, synthesize
+
 from omni_models.common.queue import HandoffError
 
 EDGE_MESSAGE = "the handoff preprocessing -> tts_engine is process-local; keep both stages in one process"

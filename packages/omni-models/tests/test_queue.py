@@ -1,6 +1,7 @@
 import threading
 
 import pytest
+
 from omni_models.common.queue import HandoffError, PreparedRequestQueue
 
 

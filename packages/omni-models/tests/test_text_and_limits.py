@@ -1,4 +1,5 @@
 import pytest
+
 from omni_models.common.limits import GenerationLimits, check_speed, limits_for_text
 from omni_models.common.request import prepare_text_request
 from omni_models.common.text import ByteTokenizer, normalize_text, number_to_words, prepare_text

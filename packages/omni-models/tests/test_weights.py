@@ -9,10 +9,11 @@ import pytest
 import torch
 from helpers import build_stages, load_yaml, synthesize
 from models_table import CASES
+from safetensors.torch import load_file, save_file
+
 from omni_models.common.codec import CodecDecoder
 from omni_models.common.components import Loader, export_dummy_checkpoint
 from omni_models.common.weights import CheckpointError, init_dummy, load_safetensors
-from safetensors.torch import load_file, save_file
 
 
 def _weight_stages(case):

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import torch
 from e2e_support import load, read_recording, with_probes, without_guards
+
 from omni_compiler import TopologyError
 from omni_compiler import compile as compile_topology
 from omni_runtime import Runtime

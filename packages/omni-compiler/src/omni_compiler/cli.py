@@ -11,7 +11,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from omni_config import ConfigError, ConfigFileError, load_records, resolve_model_source, split_overrides
 

@@ -153,7 +153,7 @@ class CompiledTopology:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "CompiledTopology":
+    def from_dict(cls, data: dict[str, Any]) -> CompiledTopology:
         return cls(
             name=data["name"],
             entry_stage=data["entry_stage"],
@@ -166,7 +166,7 @@ class CompiledTopology:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> "CompiledTopology":
+    def from_json(cls, text: str) -> CompiledTopology:
         return cls.from_dict(json.loads(text))
 
 

@@ -9,8 +9,9 @@ file in one pass instead of one error per run.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Iterable
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 _MISSING = object()
 

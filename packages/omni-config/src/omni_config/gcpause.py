@@ -9,8 +9,8 @@ counting still frees everything; the collector is restored to its previous state
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 @contextmanager

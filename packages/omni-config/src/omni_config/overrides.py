@@ -6,8 +6,9 @@ mechanism checks tiers, stage names and field names for both sources.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 

@@ -12,4 +12,4 @@ from .findings import Finding, Severity  # noqa: E402
 from .rules import RULES, Rule  # noqa: E402
 from .settings import Settings, SettingsError, find_pyproject, load_settings  # noqa: E402
 
-__all__ = ["Finding", "LintReport", "RULES", "Rule", "Settings", "SettingsError", "Severity", "__version__", "find_pyproject", "lint", "load_settings"]
+__all__ = ["RULES", "Finding", "LintReport", "Rule", "Settings", "SettingsError", "Severity", "__version__", "find_pyproject", "lint", "load_settings"]

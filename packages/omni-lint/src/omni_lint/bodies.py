@@ -12,17 +12,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Union
 
 import libcst as cst
 
 from .project import (
-    ParamKey,
-    ParamSym,
     ClassSelfSym,
     ClassSym,
     FuncSym,
     InstanceSym,
+    ParamKey,
+    ParamSym,
     Project,
     SelfAttrSym,
     SelfKey,
@@ -32,10 +31,10 @@ from .project import (
 )
 from .scan import ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateKey, import_bindings
 from .source import ParsedFile
-from .walk import walk
 from .verbs import CONSUME, FILL, WRITE, container_effect, guess_kind
+from .walk import walk
 
-AccessKey = Union[StateKey, SelfKey, ParamKey]
+AccessKey = StateKey | SelfKey | ParamKey
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ class Facts:
 class Scope:
     func: FuncInfo
     module: ModuleInfo
-    parent: "Scope | None"
+    parent: Scope | None
     locals: frozenset[str]
     globals: frozenset[str]
     nonlocals: frozenset[str]

@@ -10,8 +10,8 @@ move into the payload. Declared edges that no handoff needs are information.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .findings import Finding, Severity
 from .pipeline import PipelineView

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -133,7 +134,7 @@ def load_pipeline(path: Path, display: str) -> PipelineView:
     return view_of(config, path, positions)
 
 
-def view_of(config: Any, path: Path, positions: "YamlPositions | None" = None) -> PipelineView:
+def view_of(config: Any, path: Path, positions: YamlPositions | None = None) -> PipelineView:
     """Adapt an omni-config ``PipelineConfig`` (or any object of that shape)."""
     positions = positions or YamlPositions({})
     stages = []
@@ -170,7 +171,7 @@ class YamlPositions:
         self.root = root
 
     @classmethod
-    def from_file(cls, path: Path) -> "YamlPositions":
+    def from_file(cls, path: Path) -> YamlPositions:
         try:
             text = path.read_text(encoding="utf-8")
             node = yaml.compose(text, Loader=yaml.SafeLoader)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
 
 import libcst as cst
 
@@ -105,7 +104,7 @@ class SuperSym:
     cls: ClassKey
 
 
-Sym = Union[ModuleSym, FuncSym, ClassSym, StateSym, SelfAttrSym, ParamSym, InstanceSym, ClassSelfSym, SuperSym]
+Sym = ModuleSym | FuncSym | ClassSym | StateSym | SelfAttrSym | ParamSym | InstanceSym | ClassSelfSym | SuperSym
 
 
 class Project:

@@ -10,8 +10,8 @@ candidates for the project to resolve.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import libcst as cst
 
@@ -87,10 +87,10 @@ class FuncInfo:
     parent: FuncKey | None
     kind: str  # function | method | classmethod | staticmethod
     nested: list[FuncKey | ClassKey] = field(default_factory=list)
-    _bindings: "_Bindings | None" = field(default=None, repr=False)
+    _bindings: _Bindings | None = field(default=None, repr=False)
 
     @property
-    def bindings(self) -> "_Bindings":
+    def bindings(self) -> _Bindings:
         """Names the body binds (computed once, shared by the scan and the analysis)."""
         if self._bindings is None:
             self._bindings = function_bindings(self.node)

@@ -62,7 +62,7 @@ class Settings:
                     return True
         return False
 
-    def with_codes(self, select: tuple[str, ...] | None, ignore: tuple[str, ...] | None) -> "Settings":
+    def with_codes(self, select: tuple[str, ...] | None, ignore: tuple[str, ...] | None) -> Settings:
         _check_codes(select or (), "--select", None)
         _check_codes(ignore or (), "--ignore", None)
         return Settings(

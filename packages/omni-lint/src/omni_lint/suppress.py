@@ -71,7 +71,7 @@ def scan_python(path: str, source: str) -> list[Suppression | Finding]:
         own_line = tok.line[: tok.start[1]].strip() == ""
         lines = {line}
         if own_line:
-            following = next((l for l in code_lines if l > line), None)
+            following = next((n for n in code_lines if n > line), None)
             if following is not None:
                 lines.add(following)
         item = _parse(path, line, tok.start[1] + 1, tok.string, frozenset(lines))
@@ -85,7 +85,7 @@ def scan_yaml(path: str, text: str) -> list[Suppression | Finding]:
     if "omni-lint" not in text:
         return found
     raw_lines = text.splitlines()
-    code_lines = [i + 1 for i, l in enumerate(raw_lines) if l.strip() and not l.strip().startswith("#")]
+    code_lines = [i + 1 for i, text_line in enumerate(raw_lines) if text_line.strip() and not text_line.strip().startswith("#")]
     for index, raw in enumerate(raw_lines):
         position = raw.find("#")
         while position != -1 and "omni-lint" not in raw[position:]:
@@ -98,7 +98,7 @@ def scan_yaml(path: str, text: str) -> list[Suppression | Finding]:
         line = index + 1
         lines = {line}
         if raw.strip().startswith("#"):
-            following = next((l for l in code_lines if l > line), None)
+            following = next((n for n in code_lines if n > line), None)
             if following is not None:
                 lines.add(following)
         item = _parse(path, line, marker.start() + 1, raw[marker.start():], frozenset(lines))

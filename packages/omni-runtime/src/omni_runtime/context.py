@@ -8,7 +8,8 @@ behaves the same however the deployment places it.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .payload import StagePayload
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 class StageContext:
     """Per-request, per-stage handle passed to ``process`` and ``consume``."""
 
-    __slots__ = ("request_id", "stage_name", "process_name", "device", "tp_rank", "tp_size", "upstream_payload", "_cancel_event", "_aemit", "_loop")
+    __slots__ = ("_aemit", "_cancel_event", "_loop", "device", "process_name", "request_id", "stage_name", "tp_rank", "tp_size", "upstream_payload")
 
     def __init__(
         self,

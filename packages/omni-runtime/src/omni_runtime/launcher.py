@@ -11,8 +11,8 @@ import asyncio
 import multiprocessing
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from omni_compiler.topology import CompiledTopology
 
@@ -87,7 +87,7 @@ class Launcher:
         pending = [wp.exited for wp in self.alive()]
         if not pending:
             return True
-        done, not_done = await asyncio.wait(pending, timeout=max(timeout, 0.0))
+        _done, not_done = await asyncio.wait(pending, timeout=max(timeout, 0.0))
         return not not_done
 
     async def kill_all(self, timeout: float = 5.0) -> None:

@@ -10,8 +10,8 @@ output continues down the pipeline.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from omni_compiler.topology import CompiledTopology
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import json
 import os
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterator
-
-import json
+from typing import Any
 
 from omni_compiler.topology import CompiledTopology
 
@@ -45,7 +45,7 @@ class _Inflight:
 class RequestHandle:
     """One admitted request: stream its output chunks, await its result, or cancel it."""
 
-    def __init__(self, runtime: "Runtime", inflight: _Inflight) -> None:
+    def __init__(self, runtime: Runtime, inflight: _Inflight) -> None:
         self._runtime = runtime
         self._inflight = inflight
         self.request_id = inflight.rid
@@ -238,7 +238,7 @@ class Runtime:
             self._atexit = None
         self._closed = True
 
-    async def __aenter__(self) -> "Runtime":
+    async def __aenter__(self) -> Runtime:
         await self.start()
         return self
 
@@ -407,7 +407,7 @@ class Runtime:
     # -- sync helper ---------------------------------------------------------
     @classmethod
     @contextlib.contextmanager
-    def running(cls, topology: Any, **kwargs: Any) -> Iterator["SyncRuntime"]:
+    def running(cls, topology: Any, **kwargs: Any) -> Iterator[SyncRuntime]:
         """Start a runtime on a private event-loop thread; ``with Runtime.running(t) as rt: rt.synthesize(data)``."""
         sync = SyncRuntime(cls(topology, **kwargs))
         sync._start()

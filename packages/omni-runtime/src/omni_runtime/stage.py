@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Executor
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any
 
 from .context import StageContext
 from .payload import StagePayload
@@ -20,8 +21,8 @@ from .payload import StagePayload
 def _is_async(fn: Callable[..., Any]) -> bool:
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         return True
-    call = getattr(fn, "__call__", None)
-    return call is not None and inspect.iscoroutinefunction(call)
+    # a callable object whose __call__ is async (a stage class instance)
+    return callable(fn) and inspect.iscoroutinefunction(type(fn).__call__)
 
 
 def _takes_ctx(fn: Callable[..., Any], positional_needed: int) -> bool:

@@ -19,10 +19,10 @@ import sys
 import time
 import traceback
 from collections import OrderedDict, deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from omni_compiler.topology import CompiledTopology, ProcessInstance, StagePlacement
 
@@ -54,7 +54,7 @@ class WorkerOptions:
         return json.dumps(self.__dict__)
 
     @classmethod
-    def from_json(cls, text: str) -> "WorkerOptions":
+    def from_json(cls, text: str) -> WorkerOptions:
         return cls(**json.loads(text))
 
 

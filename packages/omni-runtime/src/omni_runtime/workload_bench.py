@@ -466,7 +466,9 @@ def render_table(rows: Sequence[Row], *, title: str = "") -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``omni bench`` (registered by ``omni_runtime.cli``)."""
-    log = lambda line: print(line, file=sys.stderr, flush=True)
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     try:
         rows = asyncio.run(run_async(args, log))
     except BenchUsageError as exc:

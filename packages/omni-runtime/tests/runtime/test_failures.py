@@ -16,7 +16,7 @@ import pytest
 
 from omni_runtime import RequestCancelled, RequestFailed, Runtime, StartupError
 
-from .conftest import STAGES_ROOT, LoopThread, start_runtime
+from .conftest import STAGES_ROOT, LoopThread
 from .topologies import single_topology, topology
 
 B = "runtime_stages.broken"

@@ -45,7 +45,7 @@ def test_in_process_handoff_passes_the_identical_object(main_rt, loop_thread: Lo
 
 
 def test_cross_process_handoff_carries_exact_bytes_of_every_type(main_rt, loop_thread: LoopThread, tmp_path):
-    handle, result = loop_thread.run(_run(main_rt, {"mode": "produce", "seed": 7, "marker_dir": str(tmp_path)}))
+    _handle, result = loop_thread.run(_run(main_rt, {"mode": "produce", "seed": 7, "marker_dir": str(tmp_path)}))
     pids = main_rt.instance_pids()
     assert result["producer_pid"] == pids["front"]
     assert result["cross_pid"] == pids["back"] != pids["front"]

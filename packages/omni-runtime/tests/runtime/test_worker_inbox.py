@@ -14,6 +14,7 @@ import asyncio
 from typing import Any
 
 import torch
+
 from omni_runtime import envelope as E
 from omni_runtime.transport import AsyncInbox, AsyncOutbox, Codec, RunDir, ShmPool, ShmReader
 from omni_runtime.worker import Worker, WorkerOptions

@@ -94,7 +94,7 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise AssertionError(f"omni serve did not stop within {timeout}s after SIGTERM:\n{self.output}")
+            raise AssertionError(f"omni serve did not stop within {timeout}s after SIGTERM:\n{self.output}") from None
 
 
 def start_server(*extra: str, config: Path = PIPELINE, env: dict[str, str] | None = None) -> Server:
@@ -141,7 +141,7 @@ def wait_healthy(url: str, timeout: float = 30.0) -> None:
 def assert_clean_exit(server: Server, shm_before: set[str]) -> None:
     code = server.stop()
     assert code == 0, f"omni serve exited {code}:\n{server.output}"
-    gone, alive = psutil.wait_procs(server.children, timeout=10)
+    _gone, alive = psutil.wait_procs(server.children, timeout=10)
     assert not alive, f"stage processes left behind: {alive}"
     leaked = segments_of(shm_segments() - shm_before, server.pids)
     assert not leaked, f"/dev/shm segments left behind: {sorted(leaked)}"

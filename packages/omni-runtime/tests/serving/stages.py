@@ -36,7 +36,7 @@ def plan(text: str, voice: str | None, speed: float, sample_rate: int) -> tuple[
     """(frequency, number of samples) of the utterance for ``text``."""
     if voice not in VOICES:
         raise ValueError(f"unknown voice {voice!r}; this test model knows {sorted(v for v in VOICES if v)}")
-    return VOICES[voice], int(round(len(text) * SECONDS_PER_CHAR * sample_rate / speed))
+    return VOICES[voice], round(len(text) * SECONDS_PER_CHAR * sample_rate / speed)
 
 
 def tone(freq: float, start: int, stop: int, sample_rate: int) -> torch.Tensor:

@@ -17,10 +17,22 @@ import psutil
 import pytest
 
 from omni_compiler import cli as compile_cli
-
 from omni_runtime import cli
 
-from .conftest import BROKEN_PIPELINE, MODEL_ID, PIPELINE, SAMPLE_RATE, SLOW_PIPELINE, omni_command, omni_env, run_omni, segments_of, shm_segments, start_server, wait_healthy
+from .conftest import (
+    BROKEN_PIPELINE,
+    MODEL_ID,
+    PIPELINE,
+    SAMPLE_RATE,
+    SLOW_PIPELINE,
+    omni_command,
+    omni_env,
+    run_omni,
+    segments_of,
+    shm_segments,
+    start_server,
+    wait_healthy,
+)
 from .stages import plan, tone
 
 pytestmark = pytest.mark.timeout(300)
@@ -151,7 +163,7 @@ def test_sigterm_during_startup_stops_everything(tmp_path):
     assert proc.returncode == 130, err
     assert "omni: interrupted" in err and "Traceback" not in err
     assert "loader : loader" in out  # the table came first
-    gone, alive = psutil.wait_procs([loader], timeout=10)
+    _gone, alive = psutil.wait_procs([loader], timeout=10)
     assert not alive, "the stage process outlived omni serve"
 
 
@@ -205,6 +217,6 @@ def test_killed_worker_turns_health_unhealthy_and_requests_fail_fast(tmp_path):
         assert "omni_runtime_healthy 0.0" in metrics
     finally:
         server.stop()
-    gone, alive = psutil.wait_procs(server.children, timeout=10)
+    _gone, alive = psutil.wait_procs(server.children, timeout=10)
     assert not alive
     assert not segments_of(shm_segments() - before, server.pids)

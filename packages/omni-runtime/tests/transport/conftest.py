@@ -18,6 +18,7 @@ from __future__ import annotations
 import multiprocessing as mp
 
 import pytest
+
 from omni_runtime.transport import LeakCheck, RunDir
 
 

@@ -14,6 +14,7 @@ import threading
 
 import pytest
 import zmq
+
 from omni_runtime.transport import (
     AsyncInbox,
     AsyncOutbox,

@@ -9,6 +9,9 @@ import os
 import pytest
 import torch
 import zmq
+from test_codec import SHAPES, random_tensor, same
+from transport_workers import crash_sender_worker, digest_tree, echo_worker, stream_sender_worker
+
 from omni_runtime.transport import (
     SUPPORTED_DTYPES,
     AsyncInbox,
@@ -24,8 +27,6 @@ from omni_runtime.transport import (
     ShmTimeoutError,
 )
 from omni_runtime.transport.shm import HEADER_BYTES, SHM_DIR
-from test_codec import SHAPES, random_tensor, same
-from transport_workers import crash_sender_worker, digest_tree, echo_worker, stream_sender_worker
 
 MiB = 1 << 20
 THRESHOLD = 64 << 10

@@ -10,9 +10,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from transport_workers import raw_bytes
+
 from omni_runtime.transport import SUPPORTED_DTYPES, Codec, CodecError, CodecLimits, ShmPool
 from omni_runtime.transport.codec import decode_envelope, encode_envelope
-from transport_workers import raw_bytes
 
 
 def random_tensor(dtype: torch.dtype, shape: tuple[int, ...], seed: int = 0) -> torch.Tensor:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from omni_runtime.transport import LeakCheck, ShmPool
 from omni_runtime.transport.shm import SHM_DIR
 

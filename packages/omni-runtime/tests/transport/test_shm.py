@@ -11,6 +11,7 @@ import threading
 
 import pytest
 import torch
+
 from omni_runtime.transport import (
     Codec,
     CodecError,

@@ -13,6 +13,7 @@ import signal
 import time
 
 import torch
+
 from omni_runtime.transport import Codec, Inbox, Outbox, RunDir, ShmPool, ShmReader
 
 
@@ -96,11 +97,11 @@ def crash_sender_worker(run: dict, nbytes: int) -> None:
     out = Outbox(rd.address("parent"), codec=codec)
     # Lease first: leasing after the send could reuse the sent segment if the
     # receiver has not locked it yet (a race under load), leaving one orphan, not two.
-    leased = pool.acquire(nbytes)  # a leased-but-unsent segment, held until the kill
+    _leased = pool.acquire(nbytes)  # a leased-but-unsent segment, held until the kill
     out.send({"kind": "tensor"}, torch.full((nbytes // 4,), 7, dtype=torch.int32))
     out.close(linger=5.0)
     time.sleep(0.2)
-    os.kill(os.getpid(), signal.SIGKILL)  # `leased` is still referenced here
+    os.kill(os.getpid(), signal.SIGKILL)  # `_leased` is still referenced here
 
 
 def stream_sender_worker(run: dict, count: int, nbytes: int, budget: int) -> None:

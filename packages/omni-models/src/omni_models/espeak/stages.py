@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+
 from omni_runtime import StageContext, StagePayload
 
 from .engine import RATE_NORMAL, EspeakEngine, get_engine

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .audio import AUDIO_FORMATS, STREAMING_FORMATS
 from .errors import APIError, bad_request

@@ -8,7 +8,8 @@ awaits the final result, so a stage failure surfaces even after chunks came.
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from .audio import AudioError, PcmAudio, concat, to_pcm16
 
