@@ -26,8 +26,8 @@ def test_omni_models_tree_is_clean():
     [
         ("qwen3_tts", "_PREPARED_REQUESTS"),
         ("fun_cosyvoice3", "_PREPARED_REQUESTS"),
-        ("moss_tts_local", "_PREPARED_QUEUE"),
-        ("moss_tts_delay", "_PREPARED_QUEUE"),
+        ("moss_tts_local", "PREPARED_QUEUE"),
+        ("moss_tts_delay", "PREPARED_QUEUE"),
     ],
 )
 def test_removing_a_backed_edge_fails_naming_it(tmp_path, model, state):

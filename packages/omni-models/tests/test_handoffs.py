@@ -70,9 +70,9 @@ def test_moss_preprocessing_failure_aborts_its_queue_slot(folder, stages):
     pre = stages(folder)["preprocessing"]
     with pytest.raises(ValueError, match="unknown voice"):
         pre.process(StagePayload("bad", {"text": "hi", "voice": "nobody"}), None)
-    assert "bad" not in handoff._PREPARED_QUEUE
+    assert "bad" not in handoff.PREPARED_QUEUE
     with pytest.raises(HandoffError, match="cannot publish request bad: it was aborted"):
-        handoff.publish("bad", object())
+        handoff.PREPARED_QUEUE.publish("bad", object())
     with pytest.raises(HandoffError, match="no prepared request for bad \\(it was aborted\\)"):
         stages(folder)["tts_engine"].process(StagePayload("bad", {}), FakeCtx("bad", "tts_engine"))
 

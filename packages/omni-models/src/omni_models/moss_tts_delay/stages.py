@@ -9,26 +9,19 @@ vocoder        codec decoder: 8 codebooks at 25 Hz -> 24 kHz mono, streamed to t
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
-
 from omni_models.common.ar import ARConfig
-from omni_models.common.audio import reference_audio
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_ar, build_codec_decoder, build_codec_encoder, build_rvq
-from omni_models.common.request import prepare_text_request
+from omni_models.common.queued import QueuedPreprocessing, QueuedTTSEngine, RequestLimits
 from omni_models.common.sampling import SamplingParams
-from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder, with_data
+from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder
 from omni_models.common.weights import DEFAULT_SEED
 
-from . import handoff
-from .handoff import MODEL, PreparedRequest
+from .handoff import MODEL, PREPARED_QUEUE
 
 CODEC = CodecConfig(sample_rate=24000, hop=960, channels=1, latent_dim=64, num_codebooks=8, codebook_size=1024)
 AR = ARConfig(num_codebooks=8, codebook_size=1024, layout="delay", max_seq_len=2048)
-MAX_CHARS = 400
-MAX_SECONDS = 30.0
+LIMITS = RequestLimits(max_chars=400, max_seconds=30.0)
 
 
 def components() -> dict[str, Component]:
@@ -40,46 +33,9 @@ def components() -> dict[str, Component]:
     }
 
 
-class Preprocessing:
-    def __init__(self, loader: Loader):
-        self.device = loader.device
-        self.encoder = loader.get(components(), "codec.encoder")
-        self.quantizer = loader.get(components(), "codec.quantizer")
-
-    @torch.inference_mode()
-    def _prepare(self, data: dict[str, Any]) -> PreparedRequest:
-        text = prepare_text_request(data, frame_rate=CODEC.frame_rate, max_chars=MAX_CHARS, max_seconds=MAX_SECONDS)
-        ref = reference_audio(data, CODEC.sample_rate)
-        if ref is None:
-            codes = torch.zeros(CODEC.num_codebooks, 0, dtype=torch.long)
-        else:
-            codes = self.quantizer.encode(self.encoder(ref.to(self.device))).cpu()
-        return PreparedRequest(text, codes)
-
-    def process(self, payload: Any, ctx: Any = None) -> Any:
-        handoff.begin(payload.request_id)
-        try:
-            prepared = self._prepare(payload.data)
-            handoff.publish(payload.request_id, prepared)
-        except BaseException:
-            handoff.abort(payload.request_id)
-            raise
-        return with_data(payload, {"text": prepared.text.text, "num_prompt_frames": prepared.prompt_codes.shape[1]})
-
-
-class TTSEngine:
-    def __init__(self, engine: AREngine):
-        self.engine = engine
-
-    def process(self, payload: Any, ctx: Any) -> Any:
-        prepared = handoff.pop(payload.request_id)
-        request = prepared.text
-        total = self.engine.stream(ctx, request, self.engine.model.voice(request.voice_index), prepared.prompt_codes)
-        return with_data(payload, {"num_frames": total, "frame_rate": CODEC.frame_rate})
-
-
-def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> Preprocessing:
-    return Preprocessing(Loader.create(load_format, model_path, seed, device, num_threads))
+def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> QueuedPreprocessing:
+    loader = Loader.create(load_format, model_path, seed, device, num_threads)
+    return QueuedPreprocessing(loader, components(), CODEC, LIMITS, PREPARED_QUEUE)
 
 
 def build_tts_engine(
@@ -92,13 +48,15 @@ def build_tts_engine(
     first_chunk_frames: int = 4,
     temperature: float = 0.8,
     top_k: int = 50,
-) -> TTSEngine:
+) -> QueuedTTSEngine:
     loader = Loader.create(load_format, model_path, seed, device, num_threads)
-    return TTSEngine(
+    return QueuedTTSEngine(
         AREngine(
             model_name=MODEL, model=loader.get(components(), "model"), seed=seed, params=SamplingParams(temperature, top_k),
             chunk_frames=chunk_frames, first_chunk_frames=first_chunk_frames,
-        )
+        ),
+        CODEC.frame_rate,
+        PREPARED_QUEUE,
     )
 
 
