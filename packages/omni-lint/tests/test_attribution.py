@@ -263,6 +263,36 @@ HANDOFFS = {
                 return lambda p: drain(n=1, buffer=_BUFFER)
         """,
     },
+    "registry instance injected into stage classes, methods with their own verbs": {
+        "m/registry.py": """
+            class Mailbox:
+                def __init__(self):
+                    self._slots = {}
+                def stash(self, key, value):
+                    self._slots[key] = value
+                def claim(self, key):
+                    return self._slots.pop(key)
+        """,
+        "m/stages.py": """
+            from .registry import Mailbox
+            MAILBOX = Mailbox()
+            class Front:
+                def __init__(self, box):
+                    self.box = box
+                def process(self, p):
+                    self.box.stash(p.request_id, p)
+                    return p
+            class Engine:
+                def __init__(self, box):
+                    self.box = box
+                def process(self, p):
+                    return self.box.claim(p.request_id)
+            def build_preprocessing():
+                return Front(MAILBOX)
+            def build_tts_engine():
+                return Engine(box=MAILBOX)
+        """,
+    },
     "star import of a state module": {
         "m/shared.py": "__all__ = ['TABLE']\nTABLE = {}\n",
         "m/stages.py": """

@@ -64,6 +64,9 @@ class Facts:
     accesses: tuple[Access, ...] = ()
     reaches: tuple[FuncKey | ClassKey, ...] = ()
     self_calls: tuple[FuncKey, ...] = ()
+    #: methods called on a parameter or a ``self`` attribute (``self.box.stash(...)``): the object is
+    #: not known here, so the caller resolves the verbs against the class of what it passes in
+    verbs: tuple[tuple[SelfKey | ParamKey, str], ...] = ()
 
 
 @dataclass
@@ -105,6 +108,7 @@ class Analyzer:
         self._effects: dict[FuncKey, frozenset[str]] = {}
         self._self_aliases: dict[ClassKey, dict[str, StateKey]] = {}
         self._param_effects: dict[ParamKey, frozenset[str]] = {}
+        self._param_verbs: dict[ParamKey, frozenset[str]] = {}
 
     # -- scopes and names ------------------------------------------------------
 
@@ -255,6 +259,19 @@ class Analyzer:
                             aliases.setdefault(attr, sym.key)
         return aliases.get(key.attr)
 
+    def _kept_on_self(self, key: ParamKey) -> tuple[FuncInfo | None, set[str]]:
+        """For a constructor parameter: the ``self`` attributes that keep the argument (``self.box = box``)."""
+        func = self.project.function(key.func)
+        scope = self.scope(key.func)
+        if func is None or func.cls is None or func.node.name.value != "__init__" or scope is None or not scope.self_name:
+            return func, set()
+        kept = {
+            attr
+            for owner, attr, value in func.bindings.attribute_values
+            if owner == scope.self_name and isinstance(value, cst.Name) and value.value == key.name
+        }
+        return func, kept
+
     def param_effect(self, key: ParamKey) -> frozenset[str]:
         """What a function does to one of its parameters: its own accesses, plus, for a constructor
         that keeps the argument on ``self``, what the class's methods do to that attribute."""
@@ -263,21 +280,28 @@ class Analyzer:
         self._param_effects[key] = frozenset()  # recursion guard
         facts = self.facts(key.func)
         kinds = {access.kind for access in facts.accesses if access.key == key and access.kind != "rebind"}
-        func = self.project.function(key.func)
-        scope = self.scope(key.func)
-        if func is not None and func.cls is not None and func.node.name.value == "__init__" and scope is not None and scope.self_name:
-            kept = {
-                attr
-                for owner, attr, value in func.bindings.attribute_values
-                if owner == scope.self_name and isinstance(value, cst.Name) and value.value == key.name
-            }
-            if kept:
-                for method in self.project.effective_methods(func.cls):
-                    for access in self.facts(method).accesses:
-                        if isinstance(access.key, SelfKey) and access.key.attr in kept and access.kind != "rebind":
-                            kinds.add(access.kind)
+        func, kept = self._kept_on_self(key)
+        if kept and func is not None and func.cls is not None:
+            for method in self.project.effective_methods(func.cls):
+                for access in self.facts(method).accesses:
+                    if isinstance(access.key, SelfKey) and access.key.attr in kept and access.kind != "rebind":
+                        kinds.add(access.kind)
         self._param_effects[key] = frozenset(kinds)
         return self._param_effects[key]
+
+    def param_verbs(self, key: ParamKey) -> frozenset[str]:
+        """The methods called on a parameter, directly or (for a constructor) on the ``self`` attribute
+        that keeps it: the caller resolves them against the class of its argument."""
+        if key in self._param_verbs:
+            return self._param_verbs[key]
+        self._param_verbs[key] = frozenset()  # recursion guard
+        verbs = {verb for target, verb in self.facts(key.func).verbs if target == key}
+        func, kept = self._kept_on_self(key)
+        if kept and func is not None and func.cls is not None:
+            for method in self.project.effective_methods(func.cls):
+                verbs.update(verb for target, verb in self.facts(method).verbs if isinstance(target, SelfKey) and target.attr in kept)
+        self._param_verbs[key] = frozenset(verbs)
+        return self._param_verbs[key]
 
     def method_effect(self, key: FuncKey) -> frozenset[str]:
         """How calling a registry method touches its instance's own attributes."""
@@ -338,6 +362,7 @@ class _Walker:
         self.raw: dict[AccessKey, list[tuple[str, cst.CSTNode]]] = defaultdict(list)
         self.reaches: set[FuncKey | ClassKey] = set()
         self.self_calls: set[FuncKey] = set()
+        self.verbs: set[tuple[SelfKey | ParamKey, str]] = set()
         self.cache_vars: dict[AccessKey, set[str]] = defaultdict(set)
         self.returned: set[AccessKey] = set()
         #: states read outside an ``if`` test (the value is used, not only probed)
@@ -383,7 +408,8 @@ class _Walker:
                 seen.add((final, id(node)))
                 accesses.append(Access(key, final, self.parsed, node, self.scope.func.cls is not None))
         reaches = set(self.reaches) | set(self.scope.func.nested)
-        return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)))
+        verbs = tuple(sorted(self.verbs, key=repr))
+        return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)), verbs)
 
     # -- references ----------------------------------------------------------------
 
@@ -461,6 +487,8 @@ class _Walker:
             verb = attrs[-1]
             if len(attrs) == 1:
                 kinds = self.an.call_effect(key, verb, self.reaches)
+                if isinstance(key, (SelfKey, ParamKey)):
+                    self.verbs.add((key, verb))
             else:
                 kinds = container_effect("object", verb)
             if self._receiver_of_write(index - 1):
@@ -475,7 +503,7 @@ class _Walker:
             kinds = ("read",)
         elif not attrs and isinstance(parent, cst.Arg) and parent.value is node and isinstance(self._parent(index - 1), cst.Call):
             # passed to a function of the tree: what the callee does to that parameter (at least a read)
-            kinds = ("read", *self._argument_effect(parent, self._parent(index - 1)))  # type: ignore[arg-type]
+            kinds = ("read", *self._argument_effect(key, parent, self._parent(index - 1)))  # type: ignore[arg-type]
         else:
             context = self._store_context(index)
             if context == "store" and not attrs and self._guarded_by(index, head):
@@ -491,6 +519,8 @@ class _Walker:
             elif len(attrs) == 1:
                 # a method passed on (``callback=_QUEUE.put``) or an attribute read: the method's effect
                 kinds = self.an.call_effect(key, attrs[0], self.reaches)
+                if isinstance(key, (SelfKey, ParamKey)):
+                    self.verbs.add((key, attrs[0]))
             else:
                 kinds = ("read",)
         if any(isinstance(n, cst.Return) for n in stack[:index]) and ("read" in kinds or "cache" in kinds):
@@ -500,7 +530,8 @@ class _Walker:
         for kind in kinds:
             self.raw[key].append((kind, head))
 
-    def _argument_effect(self, arg: cst.Arg, call: cst.Call) -> tuple[str, ...]:
+    def _argument_effect(self, key: AccessKey, arg: cst.Arg, call: cst.Call) -> tuple[str, ...]:
+        """What the called function (or constructor) does to the argument ``key`` it is given."""
         if arg.star:
             return ()
         target = self.an.resolve_value(self.scope, call.func)
@@ -529,7 +560,15 @@ class _Walker:
             if position >= len(params):
                 return ()
             name = params[position]
-        return tuple(sorted(self.an.param_effect(ParamKey(callee, name))))
+        param = ParamKey(callee, name)
+        kinds = set(self.an.param_effect(param))
+        for verb in self.an.param_verbs(param):
+            if isinstance(key, StateKey):
+                # the argument's class is known here: its method bodies say what each call does
+                kinds.update(self.an.call_effect(key, verb, self.reaches))
+            else:
+                self.verbs.add((key, verb))  # still unknown: our own caller resolves it
+        return tuple(sorted(kinds))
 
     def _in_if_test(self, index: int) -> bool:
         stack = self.stack
