@@ -26,6 +26,7 @@ import shlex
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from omni_compiler import splits
@@ -109,14 +110,18 @@ def main() -> int:
     from omni_config import registered_models
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=None, help="comma-separated model ids (default: every registered model)")
-    parser.add_argument("--requests", type=int, default=8)
-    parser.add_argument("--concurrency", default="1,8")
-    parser.add_argument("--text-length", type=int, default=80)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per model")
+    parser.add_argument("--models", default=None, help="comma-separated model ids or pipeline files (default: every registered model)")
+    parser.add_argument("--requests", type=int, default=8, help="requests per row (default: %(default)s)")
+    parser.add_argument("--concurrency", default="1,8", help="comma-separated concurrency levels (default: %(default)s)")
+    parser.add_argument("--text-length", type=int, default=80, help="characters of input text per request (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=1, help="warm-up requests before each row (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per model (default: %(default)s)")
     args = parser.parse_args()
-    models = args.models.split(",") if args.models else sorted(registered_models())
+    known = registered_models()
+    models = args.models.split(",") if args.models else sorted(known)
+    unknown = [m for m in models if m not in known and not Path(m).is_file()]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}: give registered model ids ({', '.join(sorted(known))}) or pipeline file paths")
     results: list[tuple[str, list[dict[str, Any]]]] = []
     splits: list[str] = []
     for model in models:
