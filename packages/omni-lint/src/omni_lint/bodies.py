@@ -259,18 +259,21 @@ class Analyzer:
                             aliases.setdefault(attr, sym.key)
         return aliases.get(key.attr)
 
-    def _kept_on_self(self, key: ParamKey) -> tuple[FuncInfo | None, set[str]]:
-        """For a constructor parameter: the ``self`` attributes that keep the argument (``self.box = box``)."""
+    def _kept_on_self(self, key: ParamKey) -> list[tuple[Facts, set[str]]]:
+        """For a constructor parameter kept on ``self`` (``self.box = box``): the facts of each
+        effective method of the class, with the attributes that hold the argument."""
         func = self.project.function(key.func)
         scope = self.scope(key.func)
         if func is None or func.cls is None or func.node.name.value != "__init__" or scope is None or not scope.self_name:
-            return func, set()
+            return []
         kept = {
             attr
             for owner, attr, value in func.bindings.attribute_values
             if owner == scope.self_name and isinstance(value, cst.Name) and value.value == key.name
         }
-        return func, kept
+        if not kept:
+            return []
+        return [(self.facts(method), kept) for method in self.project.effective_methods(func.cls)]
 
     def param_effect(self, key: ParamKey) -> frozenset[str]:
         """What a function does to one of its parameters: its own accesses, plus, for a constructor
@@ -280,12 +283,10 @@ class Analyzer:
         self._param_effects[key] = frozenset()  # recursion guard
         facts = self.facts(key.func)
         kinds = {access.kind for access in facts.accesses if access.key == key and access.kind != "rebind"}
-        func, kept = self._kept_on_self(key)
-        if kept and func is not None and func.cls is not None:
-            for method in self.project.effective_methods(func.cls):
-                for access in self.facts(method).accesses:
-                    if isinstance(access.key, SelfKey) and access.key.attr in kept and access.kind != "rebind":
-                        kinds.add(access.kind)
+        for method_facts, kept in self._kept_on_self(key):
+            for access in method_facts.accesses:
+                if isinstance(access.key, SelfKey) and access.key.attr in kept and access.kind != "rebind":
+                    kinds.add(access.kind)
         self._param_effects[key] = frozenset(kinds)
         return self._param_effects[key]
 
@@ -296,10 +297,8 @@ class Analyzer:
             return self._param_verbs[key]
         self._param_verbs[key] = frozenset()  # recursion guard
         verbs = {verb for target, verb in self.facts(key.func).verbs if target == key}
-        func, kept = self._kept_on_self(key)
-        if kept and func is not None and func.cls is not None:
-            for method in self.project.effective_methods(func.cls):
-                verbs.update(verb for target, verb in self.facts(method).verbs if isinstance(target, SelfKey) and target.attr in kept)
+        for method_facts, kept in self._kept_on_self(key):
+            verbs.update(verb for target, verb in method_facts.verbs if isinstance(target, SelfKey) and target.attr in kept)
         self._param_verbs[key] = frozenset(verbs)
         return self._param_verbs[key]
 

@@ -31,12 +31,6 @@ class PreparedRequest:
     prompt_codes: torch.Tensor
 
 
-@dataclass(frozen=True)
-class RequestLimits:
-    max_chars: int
-    max_seconds: float
-
-
 class QueuedPreprocessing:
     """Text and reference audio -> prompt codes, published into the model's queue.
 
@@ -44,17 +38,20 @@ class QueuedPreprocessing:
     half-prepared request and a failed request leaves no slot behind.
     """
 
-    def __init__(self, loader: Loader, components: dict[str, Component], codec: CodecConfig, limits: RequestLimits, queue: PreparedRequestQueue):
+    def __init__(
+        self, loader: Loader, components: dict[str, Component], codec: CodecConfig, queue: PreparedRequestQueue, *, max_chars: int, max_seconds: float
+    ):
         self.device = loader.device
         self.encoder = loader.get(components, "codec.encoder")
         self.quantizer = loader.get(components, "codec.quantizer")
         self.codec = codec
-        self.limits = limits
+        self.max_chars = max_chars
+        self.max_seconds = max_seconds
         self.queue = queue
 
     @torch.inference_mode()
     def _prepare(self, data: dict[str, Any]) -> PreparedRequest:
-        text = prepare_text_request(data, frame_rate=self.codec.frame_rate, max_chars=self.limits.max_chars, max_seconds=self.limits.max_seconds)
+        text = prepare_text_request(data, frame_rate=self.codec.frame_rate, max_chars=self.max_chars, max_seconds=self.max_seconds)
         ref = reference_audio(data, self.codec.sample_rate)
         if ref is None:
             codes = torch.zeros(self.codec.num_codebooks, 0, dtype=torch.long)

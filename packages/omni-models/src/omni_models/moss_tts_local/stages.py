@@ -15,7 +15,7 @@ import torch
 from omni_models.common.ar import ARConfig
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_ar, build_codec_decoder, build_codec_encoder, build_rvq
-from omni_models.common.queued import QueuedPreprocessing, QueuedTTSEngine, RequestLimits
+from omni_models.common.queued import QueuedPreprocessing, QueuedTTSEngine
 from omni_models.common.sampling import SamplingParams
 from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder
 from omni_models.common.weights import DEFAULT_SEED
@@ -24,7 +24,8 @@ from .handoff import MODEL, PREPARED_QUEUE
 
 CODEC = CodecConfig(sample_rate=48000, hop=3840, channels=2, latent_dim=64, num_codebooks=16, codebook_size=1024)
 AR = ARConfig(num_codebooks=16, codebook_size=1024, layout="depth", max_seq_len=2048)
-LIMITS = RequestLimits(max_chars=400, max_seconds=30.0)
+MAX_CHARS = 400
+MAX_SECONDS = 30.0
 
 
 def components() -> dict[str, Component]:
@@ -55,7 +56,7 @@ def codec_placement(device: str | None, codec_device: str | None) -> str:
 
 def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> QueuedPreprocessing:
     loader = Loader.create(load_format, model_path, seed, device, num_threads)
-    return QueuedPreprocessing(loader, components(), CODEC, LIMITS, PREPARED_QUEUE)
+    return QueuedPreprocessing(loader, components(), CODEC, PREPARED_QUEUE, max_chars=MAX_CHARS, max_seconds=MAX_SECONDS)
 
 
 def build_tts_engine(
