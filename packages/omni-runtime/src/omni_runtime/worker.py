@@ -30,7 +30,7 @@ from . import envelope as E
 from . import pdeath
 from .channel import ChunkChannel
 from .context import StageContext
-from .errors import RequestCancelled
+from .errors import InvalidRequest, RequestCancelled
 from .factory import Injection, import_dotted, injected_kwargs, resolve_device
 from .payload import StagePayload
 from .routing import Router
@@ -476,7 +476,10 @@ class Worker:
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self._abort(req)
         self._mark_finished(req.rid)
-        await self.to_parent.send(E.header(E.ERROR, rid=req.rid, stage=stage, src=self.name, timings=req.timings, text=message, has_data=True), detail)
+        header = E.header(E.ERROR, rid=req.rid, stage=stage, src=self.name, timings=req.timings, text=message, has_data=True)
+        if isinstance(exc, InvalidRequest):  # the client's mistake: its own words, and the field at fault
+            header[E.TEXT], header[E.PARAM] = exc.message, exc.param
+        await self.to_parent.send(header, detail)
 
     # outbound --------------------------------------------------------------
     async def _emit(self, req: _Request, stage: str, chunk: Any) -> None:
