@@ -138,9 +138,11 @@ def _touch(marker: Path | None, what: str) -> None:
 
 
 def build_slow_loader(stage_name: str):
-    """A factory that "loads weights" until the test removes it: for signals during startup."""
+    """A factory that "loads weights" until ``<SERVING_TEST_PID_DIR>/release`` exists (never, unless a test creates it)."""
     _record_pid(stage_name)
     import time
 
-    while True:
+    release = Path(os.environ.get("SERVING_TEST_PID_DIR", "/nonexistent")) / "release"
+    while not release.exists():
         time.sleep(0.05)
+    return Frontend()

@@ -84,7 +84,7 @@ def prepare_text(text: str, *, max_chars: int) -> str:
     """Normalise request text and enforce the model's input limit, with a user-facing error."""
     normalized = normalize_text(text)
     if not normalized:
-        raise InvalidRequest("input has nothing to speak after normalisation; send at least one speakable character", param="input")
+        raise InvalidRequest("input is empty after normalisation (nothing to speak); send at least one speakable character", param="input")
     size = len(normalized.encode("utf-8"))  # what the byte tokenizer turns into positions
     if size > max_chars:
         raise InvalidRequest(param="input", message=

@@ -166,7 +166,9 @@ class _RequestIdAndAuth:
         request = Request(scope)
         request_id = client_request_id(request) or uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
-        path = scope.get("path", "")
+        path, root = scope.get("path", ""), scope.get("root_path", "")
+        if root and path.startswith(root):  # uvicorn's --root-path prefixes the path it hands over
+            path = path[len(root):]
         if self.expected is not None and path.startswith("/v1/") and scope.get("method") != "OPTIONS":
             given = request.headers.get("authorization", "").encode()
             if not hmac.compare_digest(given, self.expected):

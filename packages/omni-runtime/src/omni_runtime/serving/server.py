@@ -163,12 +163,20 @@ async def _start(runtime: Any, serving: asyncio.Future[Any], announce: Callable[
 
 
 async def _report_progress(runtime: Any, announce: Callable[[str], None]) -> None:
+    """One line per process instance as it turns ready (or dies) while the pipeline starts."""
     began = time.perf_counter()
     seen: dict[str, str] = {}
     stages = {inst.name: [p.stage for p in inst.stages] for inst in runtime.topology.instances}
-    while True:
+
+    def report() -> None:
         for name, state in (runtime.health().get("processes") or {}).items():
             if seen.get(name) != state and state != "starting":
                 announce(f"omni: process {name} {state} after {time.perf_counter() - began:.1f} s (stages: {', '.join(stages.get(name, []))})")
             seen[name] = state
-        await asyncio.sleep(0.1)
+
+    try:
+        while True:
+            report()
+            await asyncio.sleep(0.1)
+    finally:
+        report()  # the last process's transition happens as start() returns
