@@ -8,9 +8,10 @@ is a package (has ``__init__.py``) finds it without importing anything.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,19 +40,62 @@ def import_root(folder: Path) -> Path:
 
 
 def pipeline_files(folder: Path) -> tuple[Path, ...]:
+    names = []
     try:
-        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_file() and PIPELINE_FILE.match(entry.name))
+        entries = list(os.scandir(folder))
     except OSError:
         return ()
+    for entry in entries:
+        if not PIPELINE_FILE.match(entry.name):
+            continue
+        try:
+            if entry.is_file():
+                names.append(entry.name)
+        except OSError:
+            continue  # a looping link named like a pipeline file: reported by the tree walk
     # pipeline.yaml first, then variants in name order
     names.sort(key=lambda name: (name != "pipeline.yaml", name))
     return tuple(folder / name for name in names)
 
 
-def discover(paths: list[Path], excluded: Callable[[Path], bool]) -> list[ModelFolder]:
-    """Every model folder under ``paths`` (sorted, each once)."""
+def broken_link(path: Path) -> str | None:
+    """Why a symlink cannot be followed (a loop, a dangling target), else None."""
+    if not os.path.islink(path):
+        return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symlink loop: following it never reaches a file or folder"
+        return None  # dangling: nothing there to check
+    return None
+
+
+def walk_tree(start: Path, excluded: Callable[[Path], bool], problems: dict[Path, str]) -> Iterator[tuple[Path, list[str]]]:
+    """``(folder, file names)`` under ``start`` in sorted order, skipping default-excluded and
+    ``exclude``d folders; symlinked folders are not entered (so no cycle), and every symlink
+    that loops is recorded in ``problems`` (reported as OL900, never a silent skip)."""
+    for dirpath, dirnames, filenames in os.walk(start):
+        here = Path(dirpath)
+        for name in [*dirnames, *filenames]:
+            reason = broken_link(here / name)
+            if reason is not None:
+                problems[here / name] = reason
+        dirnames[:] = sorted(
+            name for name in dirnames
+            if name not in DEFAULT_EXCLUDES and not name.startswith(".") and not excluded(here / name) and (here / name) not in problems
+        )
+        yield here, sorted(name for name in filenames if (here / name) not in problems)
+
+
+def discover(paths: list[Path], excluded: Callable[[Path], bool], problems: dict[Path, str] | None = None) -> list[ModelFolder]:
+    """Every model folder under ``paths`` (sorted, each once); looping symlinks go to ``problems``."""
+    problems = {} if problems is None else problems
     found: dict[Path, ModelFolder] = {}
     for given in paths:
+        reason = broken_link(given)
+        if reason is not None:
+            raise DiscoveryError(f"{given}: {reason}\n  fix:  point the link at a real folder, or pass the folder itself")
         if not given.exists():
             raise DiscoveryError(f"{given}: no such file or directory\n  fix:  pass a folder that contains model folders (a folder with pipeline.yaml)")
         start = given.resolve()
@@ -65,11 +109,7 @@ def discover(paths: list[Path], excluded: Callable[[Path], bool]) -> list[ModelF
             continue
         if excluded(start):
             continue
-        for dirpath, dirnames, _filenames in os.walk(start):
-            here = Path(dirpath)
-            dirnames[:] = sorted(
-                name for name in dirnames if name not in DEFAULT_EXCLUDES and not name.startswith(".") and not excluded(here / name)
-            )
+        for here, _names in walk_tree(start, excluded, problems):
             if pipeline_files(here):
                 _add(found, here)
     return [found[key] for key in sorted(found)]

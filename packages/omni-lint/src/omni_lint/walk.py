@@ -58,8 +58,16 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 def walk(node: cst.CSTNode, visitor: Visitor) -> None:
-    """Depth-first: ``on_visit`` (False skips the children), children, ``on_leave``."""
-    if visitor.on_visit(node):
-        for child in children(node):
-            walk(child, visitor)
-    visitor.on_leave(node)
+    """Depth-first: ``on_visit`` (False skips the children), children, ``on_leave``.
+
+    Iterative, so a valid module with a 1,000-long attribute chain or sum (a tree that deep)
+    needs no Python stack."""
+    stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    while stack:
+        current, leaving = stack.pop()
+        if leaving:
+            visitor.on_leave(current)
+            continue
+        stack.append((current, True))
+        if visitor.on_visit(current):
+            stack.extend((child, False) for child in reversed(children(current)))
