@@ -22,9 +22,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .discovery import ModelFolder
+from .discovery import ModelFolder, folder_python_files, path_state
 from .source import digest_bytes, read_regular
-from .unit import folder_python_files, path_state
 
 FORMAT = 1
 DEFAULT_DIR = ".omni_lint_cache"

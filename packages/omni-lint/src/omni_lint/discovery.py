@@ -88,6 +88,22 @@ def walk_tree(start: Path, excluded: Callable[[Path], bool], problems: dict[Path
         yield here, sorted(name for name in filenames if (here / name) not in problems)
 
 
+def path_state(path: Path) -> str:
+    """``file``, ``dir`` or ``none``: what an import probe saw at ``path``."""
+    if os.path.isfile(path):
+        return "file"
+    if os.path.isdir(path):
+        return "dir"
+    return "none"
+
+
+def folder_python_files(folder: Path, excluded: Callable[[Path], bool], problems: dict[Path, str]) -> list[Path]:
+    files = []
+    for here, names in walk_tree(folder, excluded, problems):
+        files.extend(here / name for name in names if name.endswith(".py") and not excluded(here / name))
+    return files
+
+
 def discover(paths: list[Path], excluded: Callable[[Path], bool], problems: dict[Path, str] | None = None) -> list[ModelFolder]:
     """Every model folder under ``paths`` (sorted, each once); looping symlinks go to ``problems``."""
     problems = {} if problems is None else problems

@@ -177,7 +177,7 @@ class YamlPositions:
     def from_file(cls, path: Path) -> YamlPositions:
         try:
             text = path.read_text(encoding="utf-8")
-            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             node = None
         return cls(node)

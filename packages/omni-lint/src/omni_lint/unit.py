@@ -11,14 +11,13 @@ those dependencies still hold (see :mod:`omni_lint.cache`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .bodies import Analyzer
-from .discovery import ModelFolder, walk_tree
+from .discovery import ModelFolder, folder_python_files, path_state
 from .findings import Finding, Severity
 from .handoffs import StageAnalysis, check_pipeline
 from .pipeline import PipelineLoadFailed, load_pipeline
@@ -26,14 +25,6 @@ from .project import Project, Sym
 from .reach import stage_uses
 from .source import ParsedFile, SourceCache, digest_bytes, read_regular
 from .suppress import Suppression, scan_python
-
-def path_state(path: Path) -> str:
-    """``file``, ``dir`` or ``none``: what an import probe saw at ``path``."""
-    if os.path.isfile(path):
-        return "file"
-    if os.path.isdir(path):
-        return "dir"
-    return "none"
 
 
 @dataclass
@@ -63,13 +54,6 @@ class Tracker:
     def is_dir(self, path: Path) -> bool:
         state = self.probes.setdefault(str(path), path_state(path))
         return state == "dir"
-
-
-def folder_python_files(folder: Path, excluded: Callable[[Path], bool], problems: dict[Path, str]) -> list[Path]:
-    files = []
-    for here, names in walk_tree(folder, excluded, problems):
-        files.extend(here / name for name in names if name.endswith(".py") and not excluded(here / name))
-    return files
 
 
 def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], cwd: Path, sources: SourceCache) -> dict[str, Any]:
