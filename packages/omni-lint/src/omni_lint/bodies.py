@@ -45,6 +45,11 @@ class Access:
     node: cst.CSTNode = field(compare=False, repr=False)
     #: inside a method (reached with every method of its class, so sites say less about who runs them)
     in_method: bool = field(default=False, compare=False)
+    #: how the state is touched: ``store``, ``del``, ``aug``, ``subscript``, ``call:<method>``, ``probe``
+    #: (only tested in an ``if``), ``name``...: picks the publishing write and the consuming read to cite
+    form: str = field(default="name", compare=False)
+    #: inside a lambda (runs when the lambda is called, not when the function runs)
+    deferred: bool = field(default=False, compare=False)
 
     @property
     def path(self) -> str:
@@ -358,7 +363,7 @@ class _Walker:
         self.parsed = parsed
         self.path = str(parsed.path)
         self.stack: list[cst.CSTNode] = []
-        self.raw: dict[AccessKey, list[tuple[str, cst.CSTNode]]] = defaultdict(list)
+        self.raw: dict[AccessKey, list[tuple[str, cst.CSTNode, str, bool]]] = defaultdict(list)
         self.reaches: set[FuncKey | ClassKey] = set()
         self.self_calls: set[FuncKey] = set()
         self.verbs: set[tuple[SelfKey | ParamKey, str]] = set()
@@ -390,7 +395,7 @@ class _Walker:
     def finish(self) -> Facts:
         accesses = []
         for key, raw in self.raw.items():
-            kinds = {kind for kind, _ in raw}
+            kinds = {kind for kind, _, _, _ in raw}
             get_or_load = (
                 "read" in kinds
                 and "fill" in kinds
@@ -400,12 +405,12 @@ class _Walker:
             lazy_init = "gfill" in kinds and not kinds & {"write", "fill"} and key in self.used
             cache = get_or_load or lazy_init
             seen = set()
-            for kind, node in raw:
+            for kind, node, form, deferred in raw:
                 final = "cache" if cache and kind != "cache" else ("write" if kind in ("fill", "gfill") else kind)
                 if (final, id(node)) in seen:
                     continue
                 seen.add((final, id(node)))
-                accesses.append(Access(key, final, self.parsed, node, self.scope.func.cls is not None))
+                accesses.append(Access(key, final, self.parsed, node, self.scope.func.cls is not None, form, deferred))
         reaches = set(self.reaches) | set(self.scope.func.nested)
         verbs = tuple(sorted(self.verbs, key=repr))
         return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)), verbs)
@@ -482,8 +487,10 @@ class _Walker:
         node = stack[index]
         parent = self._parent(index)
         kinds: tuple[str, ...]
+        form = "name"
         if attrs and type(parent) is cst.Call and parent.func is node:
             verb = attrs[-1]
+            form = f"call:{verb}"
             if len(attrs) == 1:
                 kinds = self.an.call_effect(key, verb, self.reaches)
                 if isinstance(key, (SelfKey, ParamKey)):
@@ -495,7 +502,7 @@ class _Walker:
             if "read" in kinds or "cache" in kinds:
                 self._note_cache_var(key, index - 1)
         elif type(parent) is cst.Subscript and parent.value is node:
-            kinds = self._subscript(key, index - 1)
+            kinds, form = self._subscript(key, index - 1)
             if attrs and "fill" in kinds:
                 kinds = ("write",)
         elif type(parent) is cst.Call and parent.func is node:
@@ -524,10 +531,14 @@ class _Walker:
                 kinds = ("read",)
         if any(type(n) is cst.Return for n in stack[:index]) and ("read" in kinds or "cache" in kinds):
             self.returned.add(key)
-        if "read" in kinds and not self._in_if_test(index):
-            self.used.add(key)
+        if "read" in kinds:
+            if not self._in_if_test(index):
+                self.used.add(key)
+            elif form in ("name", "subscript"):
+                form = "probe"
+        deferred = any(type(n) is cst.Lambda for n in stack)
         for kind in kinds:
-            self.raw[key].append((kind, head))
+            self.raw[key].append((kind, head, form, deferred))
 
     def _argument_effect(self, key: AccessKey, arg: cst.Arg, call: cst.Call) -> tuple[str, ...]:
         """What the called function (or constructor) does to the argument ``key`` it is given."""
@@ -587,8 +598,17 @@ class _Walker:
                     return True
         return False
 
-    def _subscript(self, key: AccessKey, index: int) -> tuple[str, ...]:
-        context = self._store_context(index)
+    def _subscript(self, key: AccessKey, index: int) -> tuple[tuple[str, ...], str]:
+        outer = index
+        while type(self._parent(outer)) is cst.Subscript and self._parent(outer).value is self.stack[outer]:  # type: ignore[union-attr]
+            outer -= 1  # ``X["k"][rid] = v``: the store lands in a container X holds, a write of X
+        context = self._store_context(outer)
+        if outer != index:
+            if context in ("store", "del"):
+                return ("write",), "store"
+            if context == "aug":
+                return ("read", "write"), "aug"
+            return (("read", "write") if self._receiver_of_write(outer) else ("read",)), "subscript"
         if context == "store":
             assign = self._parent(index - 1) if type(self._parent(index)) is cst.AssignTarget else None
             if type(assign) is cst.Assign:
@@ -597,16 +617,16 @@ class _Walker:
                         self.cache_vars[key].add(target.target.value)
                 if type(assign.value) is cst.Name:
                     self.cache_vars[key].add(assign.value.value)
-            return ("fill",)
+            return ("fill",), "store"
         if context == "del":
-            return ("write",)
+            return ("write",), "del"
         if context == "aug":
-            return ("read", "write")
+            return ("read", "write"), "aug"
         kinds: tuple[str, ...] = ("read",)
         if self._receiver_of_write(index):
             kinds = ("read", "write")
         self._note_cache_var(key, index)
-        return kinds
+        return kinds, "subscript"
 
     def _store_context(self, index: int) -> str | None:
         node = self.stack[index]

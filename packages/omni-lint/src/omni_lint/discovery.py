@@ -18,6 +18,8 @@ from pathlib import Path
 from .settings import DEFAULT_EXCLUDES
 
 PIPELINE_FILE = re.compile(r"^pipeline(_[A-Za-z0-9][A-Za-z0-9_\-]*)?\.yaml$")
+#: A class statement naming a base whose name ends in PipelineConfig (a contract written in Python).
+CONTRACT_CLASS = re.compile(rb"^class\s+\w+\s*\([^)]*PipelineConfig\b", re.MULTILINE)
 
 
 class DiscoveryError(Exception):
@@ -29,6 +31,8 @@ class ModelFolder:
     path: Path
     pipeline_files: tuple[Path, ...]
     import_root: Path
+    #: modules of the folder that define a class with a ``...PipelineConfig`` base (a contract in Python)
+    contract_modules: tuple[Path, ...] = ()
 
 
 def import_root(folder: Path) -> Path:
@@ -125,21 +129,35 @@ def discover(paths: list[Path], excluded: Callable[[Path], bool], problems: dict
             continue
         if excluded(start):
             continue
-        for here, _names in walk_tree(start, excluded, problems):
-            if pipeline_files(here):
+        for here, names in walk_tree(start, excluded, problems):
+            if pipeline_files(here) or contract_modules(here, names):
                 _add(found, here)
     return [found[key] for key in sorted(found)]
+
+
+def contract_modules(folder: Path, names: list[str]) -> tuple[Path, ...]:
+    """The folder's ``.py`` files holding a class statement with a ``...PipelineConfig`` base."""
+    from .source import read_regular
+
+    found = []
+    for name in names:
+        if name.endswith(".py"):
+            raw, _ = read_regular(folder / name)
+            if raw is not None and b"PipelineConfig" in raw and CONTRACT_CLASS.search(raw):
+                found.append(folder / name)
+    return tuple(found)
 
 
 def _add(found: dict[Path, ModelFolder], folder: Path) -> None:
     folder = folder.resolve()
     if folder not in found:
-        found[folder] = ModelFolder(folder, pipeline_files(folder), import_root(folder))
+        names = sorted(entry.name for entry in os.scandir(folder))
+        found[folder] = ModelFolder(folder, pipeline_files(folder), import_root(folder), contract_modules(folder, names))
 
 
 def _enclosing_model_folder(folder: Path) -> Path | None:
     for candidate in [folder, *folder.parents]:
-        if pipeline_files(candidate):
+        if pipeline_files(candidate) or contract_modules(candidate, sorted(os.listdir(candidate))):
             return candidate
         if not (candidate / "__init__.py").is_file():
             return None

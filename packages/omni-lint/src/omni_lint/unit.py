@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from .bodies import Analyzer
+from .contracts import disagreement, read_contracts
 from .discovery import ModelFolder, folder_python_files, path_state
 from .findings import Finding, Severity
-from .handoffs import StageAnalysis, check_pipeline
-from .pipeline import PipelineLoadFailed, load_pipeline
+from .handoffs import Handoff, StageAnalysis, check_pipeline, handoff_findings
+from .pipeline import PipelineLoadFailed, PipelineView, load_pipeline
 from .project import Project, Sym
 from .reach import stage_uses
 from .source import ParsedFile, SourceCache, digest_bytes, read_regular
@@ -67,8 +68,33 @@ def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], cwd: P
         tracker.get(path)
     projects: dict[Path, tuple[Project, Analyzer]] = {}
     cacheable = True
+    handoffs: list[Handoff] = []
+    yaml_views: list[PipelineView] = []
     for pipeline_file in folder.pipeline_files:
-        cacheable &= _lint_pipeline(tracker, projects, folder, pipeline_file, findings)
+        resolved = str(pipeline_file.resolve())
+        try:
+            view = load_pipeline(pipeline_file, resolved)
+        except PipelineLoadFailed as failure:
+            findings.extend(failure.findings)
+            continue
+        cacheable &= not view.extends
+        yaml_views.append(view)
+        _check_view(tracker, projects, folder, view, tracker.display(resolved), findings, handoffs)
+    contracts = 0
+    if folder.contract_modules:
+        project, _ = _project(tracker, projects, folder.import_root)
+        modules = [project.module(name) for name in (project.module_name(path) for path in folder.contract_modules) if name]
+        found, problems_found = read_contracts(project, [m for m in modules if m is not None], tracker.display)
+        findings.extend(problems_found)
+        for contract in found:
+            assert contract.view is not None
+            contracts += 1
+            _check_view(tracker, projects, folder, contract.view, contract.label, findings, handoffs)
+            if yaml_views:
+                differs = disagreement(contract, yaml_views, tracker.display)
+                if differs is not None:
+                    findings.append(differs)
+    findings.extend(handoff_findings(handoffs))
     for path, reason in problems.items():
         findings.append(Finding(str(path), 1, 1, "OL900", f"cannot read {path.name}: {reason}", Severity.ERROR))
     files: dict[str, Any] = {}
@@ -79,7 +105,7 @@ def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], cwd: P
         files[str(parsed.path)] = {"digest": parsed.digest, "comments": _comments(parsed)}
     return {
         "folder": str(folder.path),
-        "pipelines": len(folder.pipeline_files),
+        "pipelines": len(folder.pipeline_files) + contracts,
         "findings": [finding_to_json(f) for f in findings],
         "files": files,
         "yaml": {str(p.resolve()): _digest(p) for p in folder.pipeline_files},
@@ -118,19 +144,26 @@ def finding_from_json(item: list[Any]) -> Finding:
     return Finding(path, line, col, code, message, Severity(severity))
 
 
-def _lint_pipeline(tracker: Tracker, projects: dict[Path, tuple[Project, Analyzer]], folder: ModelFolder, pipeline_file: Path, findings: list[Finding]) -> bool:
-    """Check one pipeline file; False when its result must not be cached (``extends:`` another file)."""
-    resolved = str(pipeline_file.resolve())
-    try:
-        view = load_pipeline(pipeline_file, resolved)
-    except PipelineLoadFailed as failure:
-        findings.extend(failure.findings)
-        return True
-    root = _pipeline_root(tracker, folder, [stage.factory for stage in view.stages])
+def _project(tracker: Tracker, projects: dict[Path, tuple[Project, Analyzer]], root: Path) -> tuple[Project, Analyzer]:
     if root not in projects:
         project = Project(root, tracker)
         projects[root] = (project, Analyzer(project))
-    project, analyzer = projects[root]
+    return projects[root]
+
+
+def _check_view(
+    tracker: Tracker,
+    projects: dict[Path, tuple[Project, Analyzer]],
+    folder: ModelFolder,
+    view: PipelineView,
+    label: str,
+    findings: list[Finding],
+    handoffs: list[Handoff],
+) -> None:
+    """Attribute state to the stages of one contract (a pipeline file or a config class) and check it."""
+    resolved = str(view.path)
+    root = _pipeline_root(tracker, folder, [stage.factory for stage in view.stages])
+    project, analyzer = _project(tracker, projects, root)
     stages: dict[str, StageAnalysis] = {}
     uses_cache: dict[tuple[Sym, ...], Any] = {}
     for stage in view.stages:
@@ -159,8 +192,7 @@ def _lint_pipeline(tracker: Tracker, projects: dict[Path, tuple[Project, Analyze
     def where(path: str, line: int) -> str:
         return f"{tracker.display(path)}:{line}"
 
-    findings.extend(check_pipeline(view, stages, project.state, where, tracker.display(resolved)))
-    return not view.extends
+    findings.extend(check_pipeline(view, stages, project.state, where, label, handoffs))
 
 
 def _pipeline_root(tracker: Tracker, folder: ModelFolder, factories: list[str]) -> Path:
