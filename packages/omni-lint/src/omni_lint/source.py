@@ -163,7 +163,8 @@ class SourceCache:
         parsed = self._files.get(resolved)
         if parsed is None:
             raw, reason = read_regular(resolved)
-            parsed = ParsedFile(resolved, None, None, (1, 1, reason)) if raw is None else parse_bytes(resolved, raw)
+            # a refused file is reported where the user sees it (the link, not /dev/zero)
+            parsed = ParsedFile(path.absolute(), None, None, (1, 1, reason)) if raw is None else parse_bytes(resolved, raw)
             self._files[resolved] = parsed
         self._files[path] = parsed
         return parsed
