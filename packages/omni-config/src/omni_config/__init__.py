@@ -2,8 +2,8 @@
 
 Light on purpose (pydantic + PyYAML only): CI installs it, with omni-compiler,
 to validate deployment configs without torch. The pydantic model classes are
-built on first use (``omni_config.PipelineConfig``), not on import, so a tool
-that validates through :func:`load_records` never pays for them.
+imported on first use (``omni_config.PipelineConfig``), not on import, so a tool
+that only reads the registry or the error types (omni-lint) never pays for them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, ConfigFileError, ConfigIssue
-from .loader import load_config, load_model, load_records, raw_config, raw_records, resolve_model_source
+from .loader import load_config, load_model, raw_config, resolve_model_source
 from .overrides import split_overrides
 from .registry import ENTRY_POINT_GROUP, register_model, registered_models, resolve_model
 
@@ -48,9 +48,7 @@ __all__ = [  # noqa: RUF022 - grouped: eager names, then the lazily built models
     "ConfigIssue",
     "load_config",
     "load_model",
-    "load_records",
     "raw_config",
-    "raw_records",
     "register_model",
     "registered_models",
     "resolve_model",
