@@ -45,6 +45,11 @@ class Access:
     node: cst.CSTNode = field(compare=False, repr=False)
     #: inside a method (reached with every method of its class, so sites say less about who runs them)
     in_method: bool = field(default=False, compare=False)
+    #: how the state is touched: ``store``, ``del``, ``aug``, ``subscript``, ``call:<method>``, ``probe``
+    #: (only tested in an ``if``), ``name``...: picks the publishing write and the consuming read to cite
+    form: str = field(default="name", compare=False)
+    #: inside a lambda (runs when the lambda is called, not when the function runs)
+    deferred: bool = field(default=False, compare=False)
 
     @property
     def path(self) -> str:
@@ -90,7 +95,7 @@ class Scope:
 def _param_names(params: cst.Parameters) -> list[str]:
     names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
     for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
+        if type(star) is cst.Param:
             names.append(star.name.value)
     return names
 
@@ -181,17 +186,17 @@ class Analyzer:
 
     def resolve_value(self, scope: Scope, expr: cst.BaseExpression, guard: frozenset = frozenset()) -> Sym | None:
         """Pure resolution of an expression to a symbol (records nothing)."""
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             return self.resolve_name(scope, expr.value, guard)
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             base = self.resolve_value(scope, expr.value, guard)
             if base is None:
                 return None
             if isinstance(base, StateSym):
                 return base
             return self.project.member(base, expr.attr.value)
-        if isinstance(expr, cst.Call):
-            if isinstance(expr.func, cst.Name) and expr.func.value == "super" and isinstance(scope.self_sym, (InstanceSym, ClassSelfSym)):
+        if type(expr) is cst.Call:
+            if type(expr.func) is cst.Name and expr.func.value == "super" and isinstance(scope.self_sym, (InstanceSym, ClassSelfSym)):
                 return SuperSym(scope.self_sym.cls)
             target = self.resolve_value(scope, expr.func, guard)
             if isinstance(target, FuncSym):
@@ -269,7 +274,7 @@ class Analyzer:
         kept = {
             attr
             for owner, attr, value in func.bindings.attribute_values
-            if owner == scope.self_name and isinstance(value, cst.Name) and value.value == key.name
+            if owner == scope.self_name and type(value) is cst.Name and value.value == key.name
         }
         if not kept:
             return []
@@ -348,7 +353,7 @@ class _NameFinder:
         pass
 
 
-_SKIP_PARENTS = (cst.ImportAlias, cst.ImportFrom, cst.NameItem, cst.AsName, cst.FunctionDef, cst.ClassDef)
+_SKIP_PARENTS = frozenset({cst.ImportAlias, cst.ImportFrom, cst.NameItem, cst.AsName, cst.FunctionDef, cst.ClassDef})
 
 
 class _Walker:
@@ -358,7 +363,7 @@ class _Walker:
         self.parsed = parsed
         self.path = str(parsed.path)
         self.stack: list[cst.CSTNode] = []
-        self.raw: dict[AccessKey, list[tuple[str, cst.CSTNode]]] = defaultdict(list)
+        self.raw: dict[AccessKey, list[tuple[str, cst.CSTNode, str, bool]]] = defaultdict(list)
         self.reaches: set[FuncKey | ClassKey] = set()
         self.self_calls: set[FuncKey] = set()
         self.verbs: set[tuple[SelfKey | ParamKey, str]] = set()
@@ -390,7 +395,7 @@ class _Walker:
     def finish(self) -> Facts:
         accesses = []
         for key, raw in self.raw.items():
-            kinds = {kind for kind, _ in raw}
+            kinds = {kind for kind, _, _, _ in raw}
             get_or_load = (
                 "read" in kinds
                 and "fill" in kinds
@@ -400,12 +405,12 @@ class _Walker:
             lazy_init = "gfill" in kinds and not kinds & {"write", "fill"} and key in self.used
             cache = get_or_load or lazy_init
             seen = set()
-            for kind, node in raw:
+            for kind, node, form, deferred in raw:
                 final = "cache" if cache and kind != "cache" else ("write" if kind in ("fill", "gfill") else kind)
                 if (final, id(node)) in seen:
                     continue
                 seen.add((final, id(node)))
-                accesses.append(Access(key, final, self.parsed, node, self.scope.func.cls is not None))
+                accesses.append(Access(key, final, self.parsed, node, self.scope.func.cls is not None, form, deferred))
         reaches = set(self.reaches) | set(self.scope.func.nested)
         verbs = tuple(sorted(self.verbs, key=repr))
         return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)), verbs)
@@ -417,13 +422,13 @@ class _Walker:
 
     def _name(self, node: cst.Name) -> None:
         parent = self._parent(len(self.stack) - 1)
-        if parent is None or isinstance(parent, _SKIP_PARENTS):
+        if parent is None or type(parent) in _SKIP_PARENTS:
             return
-        if isinstance(parent, cst.Attribute) and parent.attr is node:
+        if type(parent) is cst.Attribute and parent.attr is node:
             return
-        if isinstance(parent, cst.Param) and parent.name is node:
+        if type(parent) is cst.Param and parent.name is node:
             return
-        if isinstance(parent, cst.Arg) and parent.keyword is node:
+        if type(parent) is cst.Arg and parent.keyword is node:
             return
         index = len(self.stack) - 1
         if self._store_context(index) is not None and not self._declared_global(node.value):
@@ -436,7 +441,7 @@ class _Walker:
         return name in self.scope.globals
 
     def _call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value == "super" and isinstance(self.scope.self_sym, (InstanceSym, ClassSelfSym)):
+        if type(node.func) is cst.Name and node.func.value == "super" and isinstance(self.scope.self_sym, (InstanceSym, ClassSelfSym)):
             self._follow(SuperSym(self.scope.self_sym.cls), len(self.stack) - 1)
 
     def _follow(self, sym: Sym, index: int) -> None:
@@ -444,7 +449,7 @@ class _Walker:
         current: Sym | None = sym
         while not isinstance(current, (StateSym, SelfAttrSym, ParamSym)):
             parent = self._parent(index)
-            if isinstance(parent, cst.Attribute) and parent.value is self.stack[index]:
+            if type(parent) is cst.Attribute and parent.value is self.stack[index]:
                 current = self.an.project.member(current, parent.attr.value)
                 index -= 1
                 if current is None:
@@ -461,7 +466,7 @@ class _Walker:
         elif isinstance(current, FuncSym):
             self.reaches.add(current.key)
             parent = self._parent(index)
-            if isinstance(parent, cst.Call) and parent.func is self.stack[index]:
+            if type(parent) is cst.Call and parent.func is self.stack[index]:
                 if from_self:
                     self.self_calls.add(current.key)
                 state = self.an.returns_state(current.key)
@@ -476,14 +481,16 @@ class _Walker:
         stack = self.stack
         head = stack[index]
         attrs: list[str] = []
-        while index > 0 and isinstance(stack[index - 1], cst.Attribute) and stack[index - 1].value is stack[index]:
+        while index > 0 and type(stack[index - 1]) is cst.Attribute and stack[index - 1].value is stack[index]:
             attrs.append(stack[index - 1].attr.value)  # type: ignore[attr-defined]
             index -= 1
         node = stack[index]
         parent = self._parent(index)
         kinds: tuple[str, ...]
-        if attrs and isinstance(parent, cst.Call) and parent.func is node:
+        form = "name"
+        if attrs and type(parent) is cst.Call and parent.func is node:
             verb = attrs[-1]
+            form = f"call:{verb}"
             if len(attrs) == 1:
                 kinds = self.an.call_effect(key, verb, self.reaches)
                 if isinstance(key, (SelfKey, ParamKey)):
@@ -494,13 +501,13 @@ class _Walker:
                 kinds = (*kinds, "write")
             if "read" in kinds or "cache" in kinds:
                 self._note_cache_var(key, index - 1)
-        elif isinstance(parent, cst.Subscript) and parent.value is node:
-            kinds = self._subscript(key, index - 1)
+        elif type(parent) is cst.Subscript and parent.value is node:
+            kinds, form = self._subscript(key, index - 1)
             if attrs and "fill" in kinds:
                 kinds = ("write",)
-        elif isinstance(parent, cst.Call) and parent.func is node:
+        elif type(parent) is cst.Call and parent.func is node:
             kinds = ("read",)
-        elif not attrs and isinstance(parent, cst.Arg) and parent.value is node and isinstance(self._parent(index - 1), cst.Call):
+        elif not attrs and type(parent) is cst.Arg and parent.value is node and type(self._parent(index - 1)) is cst.Call:
             # passed to a function of the tree: what the callee does to that parameter (at least a read)
             kinds = ("read", *self._argument_effect(key, parent, self._parent(index - 1)))  # type: ignore[arg-type]
         else:
@@ -522,12 +529,16 @@ class _Walker:
                     self.verbs.add((key, attrs[0]))
             else:
                 kinds = ("read",)
-        if any(isinstance(n, cst.Return) for n in stack[:index]) and ("read" in kinds or "cache" in kinds):
+        if any(type(n) is cst.Return for n in stack[:index]) and ("read" in kinds or "cache" in kinds):
             self.returned.add(key)
-        if "read" in kinds and not self._in_if_test(index):
-            self.used.add(key)
+        if "read" in kinds:
+            if not self._in_if_test(index):
+                self.used.add(key)
+            elif form in ("name", "subscript"):
+                form = "probe"
+        deferred = any(type(n) is cst.Lambda for n in stack)
         for kind in kinds:
-            self.raw[key].append((kind, head))
+            self.raw[key].append((kind, head, form, deferred))
 
     def _argument_effect(self, key: AccessKey, arg: cst.Arg, call: cst.Call) -> tuple[str, ...]:
         """What the called function (or constructor) does to the argument ``key`` it is given."""
@@ -587,41 +598,50 @@ class _Walker:
                     return True
         return False
 
-    def _subscript(self, key: AccessKey, index: int) -> tuple[str, ...]:
-        context = self._store_context(index)
+    def _subscript(self, key: AccessKey, index: int) -> tuple[tuple[str, ...], str]:
+        outer = index
+        while type(self._parent(outer)) is cst.Subscript and self._parent(outer).value is self.stack[outer]:  # type: ignore[union-attr]
+            outer -= 1  # ``X["k"][rid] = v``: the store lands in a container X holds, a write of X
+        context = self._store_context(outer)
+        if outer != index:
+            if context in ("store", "del"):
+                return ("write",), "store"
+            if context == "aug":
+                return ("read", "write"), "aug"
+            return (("read", "write") if self._receiver_of_write(outer) else ("read",)), "subscript"
         if context == "store":
-            assign = self._parent(index - 1) if isinstance(self._parent(index), cst.AssignTarget) else None
-            if isinstance(assign, cst.Assign):
+            assign = self._parent(index - 1) if type(self._parent(index)) is cst.AssignTarget else None
+            if type(assign) is cst.Assign:
                 for target in assign.targets:
-                    if isinstance(target.target, cst.Name):
+                    if type(target.target) is cst.Name:
                         self.cache_vars[key].add(target.target.value)
-                if isinstance(assign.value, cst.Name):
+                if type(assign.value) is cst.Name:
                     self.cache_vars[key].add(assign.value.value)
-            return ("fill",)
+            return ("fill",), "store"
         if context == "del":
-            return ("write",)
+            return ("write",), "del"
         if context == "aug":
-            return ("read", "write")
+            return ("read", "write"), "aug"
         kinds: tuple[str, ...] = ("read",)
         if self._receiver_of_write(index):
             kinds = ("read", "write")
         self._note_cache_var(key, index)
-        return kinds
+        return kinds, "subscript"
 
     def _store_context(self, index: int) -> str | None:
         node = self.stack[index]
         parent = self._parent(index)
-        if isinstance(parent, (cst.AssignTarget, cst.For, cst.CompFor)) and parent.target is node:
+        if type(parent) in (cst.AssignTarget, cst.For, cst.CompFor) and parent.target is node:
             return "store"
-        if isinstance(parent, cst.AnnAssign) and parent.target is node:
+        if type(parent) is cst.AnnAssign and parent.target is node:
             return "store" if parent.value is not None else None
-        if isinstance(parent, cst.AugAssign) and parent.target is node:
+        if type(parent) is cst.AugAssign and parent.target is node:
             return "aug"
-        if isinstance(parent, cst.Del) and parent.target is node:
+        if type(parent) is cst.Del and parent.target is node:
             return "del"
-        if isinstance(parent, (cst.Element, cst.StarredElement)) and parent.value is node:
+        if type(parent) in (cst.Element, cst.StarredElement) and parent.value is node:
             grand = self._parent(index - 1)
-            if isinstance(grand, (cst.Tuple, cst.List)):
+            if type(grand) in (cst.Tuple, cst.List):
                 return self._store_context(index - 2)
         return None
 
@@ -629,13 +649,13 @@ class _Walker:
         """``name = STATE`` or ``self.attr = STATE``: an alias, followed where it is used."""
         parent = self._parent(index)
         return (
-            isinstance(parent, cst.Assign)
+            type(parent) is cst.Assign
             and parent.value is self.stack[index]
             and all(
-                isinstance(target.target, cst.Name)
+                type(target.target) is cst.Name
                 or (
-                    isinstance(target.target, cst.Attribute)
-                    and isinstance(target.target.value, cst.Name)
+                    type(target.target) is cst.Attribute
+                    and type(target.target.value) is cst.Name
                     and target.target.value.value == self.scope.self_name
                 )
                 for target in parent.targets
@@ -647,9 +667,9 @@ class _Walker:
             return False
         node, parent, grand = self.stack[index], self.stack[index - 1], self.stack[index - 2]
         return (
-            isinstance(parent, cst.Attribute)
+            type(parent) is cst.Attribute
             and parent.value is node
-            and isinstance(grand, cst.Call)
+            and type(grand) is cst.Call
             and grand.func is parent
             and parent.attr.value in (WRITE | FILL | CONSUME)
         )
@@ -657,9 +677,9 @@ class _Walker:
     def _note_cache_var(self, key: AccessKey, index: int) -> None:
         node = self.stack[index]
         parent = self._parent(index)
-        if isinstance(parent, cst.Assign) and parent.value is node:
+        if type(parent) is cst.Assign and parent.value is node:
             for target in parent.targets:
-                if isinstance(target.target, cst.Name):
+                if type(target.target) is cst.Name:
                     self.cache_vars[key].add(target.target.value)
-        elif isinstance(parent, cst.NamedExpr) and parent.value is node and isinstance(parent.target, cst.Name):
+        elif type(parent) is cst.NamedExpr and parent.value is node and type(parent.target) is cst.Name:
             self.cache_vars[key].add(parent.target.value)

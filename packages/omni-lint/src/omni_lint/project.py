@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from .scan import ClassInfo, ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateDef, StateKey, dotted_name, scan_module
-from .source import SourceCache
 from .walk import walk
+
+if TYPE_CHECKING:
+    from .unit import Tracker
 
 
 class _SelfAssigns:
@@ -110,7 +113,7 @@ Sym = ModuleSym | FuncSym | ClassSym | StateSym | SelfAttrSym | ParamSym | Insta
 class Project:
     """All modules under one import root, scanned lazily and cached."""
 
-    def __init__(self, root: Path, sources: SourceCache):
+    def __init__(self, root: Path, sources: Tracker):
         self.root = root
         self.sources = sources
         self._files: dict[str, Path | None] = {}
@@ -130,11 +133,11 @@ class Project:
         if name and all(part.isidentifier() for part in name.split(".")):
             base = self.root.joinpath(*name.split("."))
             for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
-                if candidate.is_file():
+                if self.sources.is_file(candidate):
                     found = candidate
                     break
             else:
-                if base.is_dir():
+                if self.sources.is_dir(base):
                     found = base  # namespace package (no __init__.py)
         self._files[name] = found
         return found
@@ -162,7 +165,7 @@ class Project:
         self._modules[name] = None  # guards import cycles while scanning
         path = self.module_file(name)
         info = None
-        if path is not None and path.is_file():
+        if path is not None and path.suffix == ".py":
             parsed = self.sources.get(path)
             if parsed.module is None:
                 self.broken[name] = path

@@ -17,11 +17,19 @@ from .bodies import Access, Analyzer
 from .project import ClassSym, FuncSym, Sym
 from .scan import ClassKey, FuncKey, StateKey
 
+#: writes that tear down (cleanup after an abort) rather than publish
+_TEARDOWN = {"del", "call:clear", "call:remove", "call:discard", "call:pop", "call:popitem", "call:popleft"}
+#: reads that take the value for use (the consumer side of a handoff)
+_CONSUMING = {"subscript", "call:pop", "call:popleft", "call:popitem", "call:get", "call:get_nowait", "call:take", "call:consume", "call:dequeue"}
 
-def _earliest(accesses: tuple[Access, ...]) -> Access | None:
-    if not accesses:
-        return None
-    return min(accesses, key=lambda a: (a.path, a.line, a.col))
+
+def _write_rank(access: Access) -> tuple:
+    return (access.form in _TEARDOWN, access.path, access.line, access.col)
+
+
+def _read_rank(access: Access) -> tuple:
+    rank = 0 if access.form in _CONSUMING or access.form.startswith("call:") else 2 if access.form == "probe" else 1
+    return (rank, access.path, access.line, access.col)
 
 
 @dataclass(frozen=True)
@@ -33,11 +41,13 @@ class StageUse:
 
     @property
     def write(self) -> Access | None:
-        return _earliest(self.writes)
+        """The write that publishes (a store, a put), before teardown (``del``, ``clear``, ``pop``)."""
+        return min(self.writes, key=_write_rank) if self.writes else None
 
     @property
     def read(self) -> Access | None:
-        return _earliest(self.reads)
+        """The read that consumes (a ``pop``, a subscript, a ``get``), before membership probes."""
+        return min(self.reads, key=_read_rank) if self.reads else None
 
 
 def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> dict[StateKey, StageUse]:

@@ -158,12 +158,15 @@ class ModuleInfo:
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted_name(node.value)
-        return None if base is None else f"{base}.{node.attr.value}"
-    return None
+    """``a.b.c`` for a chain of names, else None (iterative: chains can be long)."""
+    parts: list[str] = []
+    while type(node) is cst.Attribute:
+        parts.append(node.attr.value)
+        node = node.value
+    if type(node) is not cst.Name:
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
 
 
 def resolve_relative(module: ModuleInfo, level: int, target: str | None) -> str:
@@ -175,12 +178,12 @@ def resolve_relative(module: ModuleInfo, level: int, target: str | None) -> str:
 
 
 def import_bindings(module: ModuleInfo, node: cst.Import | cst.ImportFrom) -> Iterator[tuple[str, ImportBinding]]:
-    if isinstance(node, cst.Import):
+    if type(node) is cst.Import:
         for alias in node.names:
             full = dotted_name(alias.name)
             if full is None:
                 continue
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 yield alias.asname.name.value, ImportBinding(full)
             else:
                 top = full.split(".")[0]
@@ -189,25 +192,25 @@ def import_bindings(module: ModuleInfo, node: cst.Import | cst.ImportFrom) -> It
     level = len(node.relative)
     target = dotted_name(node.module) if node.module is not None else None
     source = resolve_relative(module, level, target) if level else (target or "")
-    if isinstance(node.names, cst.ImportStar):
+    if type(node.names) is cst.ImportStar:
         return
     for alias in node.names:
         name = dotted_name(alias.name)
         if name is None:
             continue
-        bound = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+        bound = alias.asname.name.value if alias.asname is not None and type(alias.asname.name) is cst.Name else name
         yield bound, ImportBinding(source, name)
 
 
 def container_kind(value: cst.BaseExpression) -> str | None:
     """The container kind of a value that is mutable state on its own, else None."""
-    if isinstance(value, (cst.Dict, cst.DictComp)):
+    if type(value) in (cst.Dict, cst.DictComp):
         return "dict"
-    if isinstance(value, (cst.List, cst.ListComp)):
+    if type(value) in (cst.List, cst.ListComp):
         return "list"
-    if isinstance(value, (cst.Set, cst.SetComp)):
+    if type(value) in (cst.Set, cst.SetComp):
         return "set"
-    if isinstance(value, cst.Call):
+    if type(value) is cst.Call:
         name = dotted_name(value.func)
         if name is not None:
             return CONTAINER_CTORS.get(name.rpartition(".")[2])
@@ -215,7 +218,7 @@ def container_kind(value: cst.BaseExpression) -> str | None:
 
 
 def is_candidate_call(value: cst.BaseExpression) -> bool:
-    if not isinstance(value, cst.Call):
+    if type(value) is not cst.Call:
         return False
     name = dotted_name(value.func)
     if name is None:
@@ -289,13 +292,13 @@ class _Bindings:
         self._depth -= 1
 
     def _targets(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             self.assigned.add(target.value)
             self.counts[target.value] = self.counts.get(target.value, 0) + 1
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 self._targets(element.value)
-        elif isinstance(target, cst.StarredElement):
+        elif type(target) is cst.StarredElement:
             self._targets(target.value)
 
 
@@ -311,8 +314,8 @@ def _compound_bodies(statement: cst.CSTNode) -> Iterator[cst.BaseSuite]:
         child = getattr(statement, attr, None)
         if isinstance(child, cst.BaseSuite):
             yield child
-        elif isinstance(child, (cst.Else, cst.Finally, cst.If)):
-            if isinstance(child, cst.If):
+        elif type(child) in (cst.Else, cst.Finally, cst.If):
+            if type(child) is cst.If:
                 yield from _compound_bodies(child)
             else:
                 yield child.body
@@ -328,11 +331,11 @@ def _statements(suite: cst.BaseSuite | cst.Module) -> Iterator[cst.CSTNode]:
     else:
         items = [body]
     for statement in items:
-        if isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is cst.SimpleStatementLine:
             yield from statement.body
-        elif isinstance(statement, cst.SimpleStatementSuite):
+        elif type(statement) is cst.SimpleStatementSuite:
             yield from statement.body
-        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        elif type(statement) in (cst.FunctionDef, cst.ClassDef):
             yield statement
         elif isinstance(statement, cst.BaseCompoundStatement):
             for sub in _compound_bodies(statement):
@@ -342,11 +345,11 @@ def _statements(suite: cst.BaseSuite | cst.Module) -> Iterator[cst.CSTNode]:
 
 
 def _assign_pairs(statement: cst.CSTNode) -> Iterator[tuple[str, cst.BaseExpression | None, cst.CSTNode]]:
-    if isinstance(statement, cst.Assign):
+    if type(statement) is cst.Assign:
         for target in statement.targets:
-            if isinstance(target.target, cst.Name):
+            if type(target.target) is cst.Name:
                 yield target.target.value, statement.value, target.target
-    elif isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name):
+    elif type(statement) is cst.AnnAssign and type(statement.target) is cst.Name:
         yield statement.target.value, statement.value, statement.target
 
 
@@ -354,7 +357,7 @@ def _decorator_names(node: cst.FunctionDef) -> set[str]:
     names = set()
     for decorator in node.decorators:
         expr = decorator.decorator
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             expr = expr.func
         name = dotted_name(expr)
         if name:
@@ -389,9 +392,9 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
         klass = ClassInfo(key, node)
         info.classes[qual] = klass
         for statement in _statements(node.body):
-            if isinstance(statement, cst.FunctionDef):
+            if type(statement) is cst.FunctionDef:
                 klass.methods[statement.name.value] = add_function(statement, f"{qual}.{statement.name.value}", key, parent)
-            elif isinstance(statement, cst.ClassDef):
+            elif type(statement) is cst.ClassDef:
                 add_class(statement, f"{qual}.{statement.name.value}", parent)
             else:
                 for attr, value, target in _assign_pairs(statement):
@@ -404,24 +407,24 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
 
     def walk_body(suite: cst.BaseSuite, prefix: str, cls: ClassKey | None, parent: FuncKey | None, owner: FuncInfo | None) -> None:
         for statement in _statements(suite):
-            if isinstance(statement, cst.FunctionDef):
+            if type(statement) is cst.FunctionDef:
                 key = add_function(statement, f"{prefix}.{statement.name.value}", None, parent)
                 if owner is not None:
                     owner.nested.append(key)
-            elif isinstance(statement, cst.ClassDef):
+            elif type(statement) is cst.ClassDef:
                 ckey = add_class(statement, f"{prefix}.{statement.name.value}", parent)
                 if owner is not None:
                     owner.nested.append(ckey)
 
     for statement in _statements(parsed.module):
-        if isinstance(statement, cst.FunctionDef):
+        if type(statement) is cst.FunctionDef:
             info.top[statement.name.value] = add_function(statement, statement.name.value, None, None)
-        elif isinstance(statement, cst.ClassDef):
+        elif type(statement) is cst.ClassDef:
             info.top[statement.name.value] = add_class(statement, statement.name.value, None)
-        elif isinstance(statement, (cst.Import, cst.ImportFrom)):
+        elif type(statement) in (cst.Import, cst.ImportFrom):
             for bound, binding in import_bindings(info, statement):
                 info.imports[bound] = binding
-            if isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar):
+            if type(statement) is cst.ImportFrom and type(statement.names) is cst.ImportStar:
                 level = len(statement.relative)
                 target = dotted_name(statement.module) if statement.module is not None else None
                 info.star_imports.append(resolve_relative(info, level, target) if level else (target or ""))
@@ -436,7 +439,7 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
                 if kind is not None:
                     info.states[target_name] = StateDef(StateKey(name, target_name), kind, parsed, target)
                 elif is_candidate_call(value):
-                    assert isinstance(value, cst.Call)
+                    assert type(value) is cst.Call
                     info.candidates[target_name] = Candidate(target_name, value.func, target)
 
     for global_name, global_node in rebound.items():
