@@ -53,10 +53,9 @@ def test_names_cannot_break_out_of_the_page(write):
         stages:
           - {name: only, factory: "x.y:z", terminal: true}
         """)
-    from omni_compiler import compile as compile_topology
-    from omni_config import load_records
+    from omni_compiler.compiler import compile_file
 
-    page = render_html.render(compile_topology(load_records(str(path), [])))
+    page = render_html.render(compile_file(path))
     assert "<script>alert(1)" not in page
     assert _embedded_view(page)["name"] == "</script><script>alert(1)</script>"
 
