@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .bodies import Access, Analyzer
+from .analyzer import Analyzer
+from .facts import Access
 from .project import ClassSym, FuncSym, Sym
 from .scan import ClassKey, FuncKey, StateKey
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bodies import Analyzer
+from .analyzer import Analyzer
 from .contracts import disagreement, read_contracts
 from .discovery import ModelFolder, folder_python_files, path_state
 from .findings import Finding, Severity
