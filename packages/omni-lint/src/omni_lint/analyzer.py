@@ -17,6 +17,7 @@ from .project import (
     ClassSym,
     FuncSym,
     InstanceSym,
+    ModuleSym,
     ParamKey,
     ParamSym,
     Project,
@@ -25,7 +26,7 @@ from .project import (
     SuperSym,
     Sym,
 )
-from .scan import ClassKey, FuncKey, ImportBinding, StateKey, import_bindings
+from .scan import ClassKey, FuncKey, ImportBinding, StateKey, dotted_name, import_bindings, resolve_relative
 from .verbs import container_effect, guess_kind
 from .walk import walk
 from .walker import FunctionWalker
@@ -109,8 +110,8 @@ class Analyzer:
                 found = {self.resolve_value(current, value, guard | {marker}) for value in values}
                 if len(found) == 1:
                     (sym,) = found
-                    if isinstance(sym, StateSym):
-                        return sym
+                    if isinstance(sym, (StateSym, ModuleSym, FuncSym, ClassSym)):
+                        return sym  # a state, or a module / function / class bound once (``mod = import_module(...)``)
                 return None
             current = current.parent
         return self.project.global_name(scope.module, name)
@@ -129,10 +130,39 @@ class Analyzer:
         if type(expr) is cst.Call:
             if type(expr.func) is cst.Name and expr.func.value == "super" and isinstance(scope.self_sym, (InstanceSym, ClassSelfSym)):
                 return SuperSym(scope.self_sym.cls)
+            dynamic = self.dynamic_target(scope, expr, guard)
+            if dynamic is not None:
+                return dynamic[0]
             target = self.resolve_value(scope, expr.func, guard)
             if isinstance(target, FuncSym):
                 state = self.returns_state(target.key)
                 return StateSym(state) if state is not None else None
+        return None
+
+    def dynamic_target(self, scope: Scope, call: cst.Call, guard: frozenset = frozenset()) -> tuple[Sym | None, bool] | None:
+        """``importlib.import_module("pkg.mod")`` and ``getattr(module_or_class, "name")`` of the tree:
+        (the symbol, False) with a literal name; (None, True) when the name is computed, so the call
+        cannot be followed; None for any other call."""
+        name = dotted_name(call.func)
+        args = [arg for arg in call.args if arg.keyword is None and not arg.star]
+        if name == "getattr" and len(args) >= 2 and self.resolve_name(scope, "getattr", guard) is None:
+            target = self.resolve_value(scope, args[0].value, guard)
+            if not isinstance(target, (ModuleSym, ClassSym)):
+                return None
+            literal = _literal(args[1].value)
+            if literal is None:
+                return None, True
+            return self.project.member(target, literal), False
+        if name in ("importlib.import_module", "import_module") and args and self.resolve_value(scope, call.func, guard) is None:
+            literal = _literal(args[0].value)
+            if literal is None:
+                return None, True
+            if literal.startswith("."):
+                level = len(literal) - len(literal.lstrip("."))
+                literal = resolve_relative(scope.module, level, literal[level:] or None)
+            if self.project.is_module(literal):
+                return ModuleSym(literal), False
+            return (None, True) if self.project.in_tree(literal) else None
         return None
 
     def returns_state(self, key: FuncKey) -> StateKey | None:
@@ -265,3 +295,10 @@ class Analyzer:
         return container_effect(guess_kind(self.project.external_bases(state.class_key)), verb)
 
 
+
+
+def _literal(node: cst.BaseExpression) -> str | None:
+    if type(node) is cst.SimpleString:
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None

@@ -53,6 +53,8 @@ class Facts:
     #: methods called on a parameter or a ``self`` attribute (``self.box.stash(...)``): the object is
     #: not known here, so the caller resolves the verbs against the class of what it passes in
     verbs: tuple[tuple[SelfKey | ParamKey, str], ...] = ()
+    #: calls this function makes that cannot be followed (``import_module(name)``): (file, call node)
+    unresolved: tuple[tuple[ParsedFile, cst.Call], ...] = ()
 
 
 @dataclass

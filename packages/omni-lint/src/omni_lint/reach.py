@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import libcst as cst
+
 from .analyzer import Analyzer
 from .facts import Access
 from .project import ClassSym, FuncSym, Sym
 from .scan import ClassKey, FuncKey, StateKey
+from .source import ParsedFile
 
 #: writes that tear down (cleanup after an abort) rather than publish
 _TEARDOWN = {"del", "call:clear", "call:remove", "call:discard", "call:pop", "call:popitem", "call:popleft"}
@@ -51,7 +54,15 @@ class StageUse:
         return min(self.reads, key=_read_rank) if self.reads else None
 
 
-def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> dict[StateKey, StageUse]:
+@dataclass(frozen=True)
+class StageReach:
+    """What a stage's code touches, and the calls on its path the analysis could not follow."""
+
+    uses: dict[StateKey, StageUse]
+    unresolved: tuple[tuple[ParsedFile, cst.Call], ...]
+
+
+def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> StageReach:
     project = analyzer.project
     pending: list[FuncKey | ClassKey] = []
     for sym in starts:
@@ -60,6 +71,7 @@ def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> dict[StateKey, StageUse
     seen: set[FuncKey | ClassKey] = set()
     writes: dict[StateKey, list[Access]] = {}
     reads: dict[StateKey, list[Access]] = {}
+    unresolved: list[tuple[ParsedFile, cst.Call]] = []
     while pending:
         item = pending.pop()
         if item in seen:
@@ -77,4 +89,6 @@ def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> dict[StateKey, StageUse
             elif access.kind == "read":
                 reads.setdefault(access.key, []).append(access)
         pending.extend(facts.reaches)
-    return {key: StageUse(tuple(writes.get(key, ())), tuple(reads.get(key, ()))) for key in sorted(set(writes) | set(reads))}
+        unresolved.extend(facts.unresolved)
+    uses = {key: StageUse(tuple(writes.get(key, ())), tuple(reads.get(key, ()))) for key in sorted(set(writes) | set(reads))}
+    return StageReach(uses, tuple(unresolved))

@@ -151,6 +151,8 @@ class ModuleInfo:
     assigned: set[str] = field(default_factory=set)
     #: modules whose names ``from X import *`` brings in
     star_imports: list[str] = field(default_factory=list)
+    #: module-level import statements with the dotted modules they need (checked for missing modules)
+    import_sites: list[tuple[cst.CSTNode, tuple[str, ...]]] = field(default_factory=list)
 
     @property
     def package(self) -> str:
@@ -200,6 +202,16 @@ def import_bindings(module: ModuleInfo, node: cst.Import | cst.ImportFrom) -> It
             continue
         bound = alias.asname.name.value if alias.asname is not None and type(alias.asname.name) is cst.Name else name
         yield bound, ImportBinding(source, name)
+
+
+def imported_modules(module: ModuleInfo, node: cst.Import | cst.ImportFrom) -> tuple[str, ...]:
+    """The modules an import statement needs: ``import a.b`` -> a.b, ``from .x import y`` -> pkg.x."""
+    if type(node) is cst.Import:
+        return tuple(name for name in (dotted_name(alias.name) for alias in node.names) if name)
+    level = len(node.relative)
+    target = dotted_name(node.module) if node.module is not None else None
+    source = resolve_relative(module, level, target) if level else (target or "")
+    return (source,) if source else ()
 
 
 def container_kind(value: cst.BaseExpression) -> str | None:
@@ -298,6 +310,7 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
         elif type(statement) in (cst.Import, cst.ImportFrom):
             for bound, binding in import_bindings(info, statement):
                 info.imports[bound] = binding
+            info.import_sites.append((statement, imported_modules(info, statement)))
             if type(statement) is cst.ImportFrom and type(statement.names) is cst.ImportStar:
                 level = len(statement.relative)
                 target = dotted_name(statement.module) if statement.module is not None else None

@@ -63,6 +63,8 @@ class FunctionWalker:
         #: states read outside an ``if`` test (the value is used, not only probed)
         self.used: set[AccessKey] = set()
         self.return_names: set[str] = set()
+        #: dynamic imports / getattr with a computed name: calls the analysis cannot follow
+        self.unresolved: list[cst.Call] = []
 
     # -- traversal ---------------------------------------------------------------
 
@@ -104,7 +106,8 @@ class FunctionWalker:
                 accesses.append(Access(key, final, self.parsed, node, self.scope.func.cls is not None, form, deferred))
         reaches = set(self.reaches) | set(self.scope.func.nested)
         verbs = tuple(sorted(self.verbs, key=repr))
-        return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)), verbs)
+        unresolved = tuple((self.parsed, node) for node in self.unresolved)
+        return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)), verbs, unresolved)
 
     # -- references ----------------------------------------------------------------
 
@@ -134,6 +137,14 @@ class FunctionWalker:
     def _call(self, node: cst.Call) -> None:
         if type(node.func) is cst.Name and node.func.value == "super" and isinstance(self.scope.self_sym, (InstanceSym, ClassSelfSym)):
             self._follow(SuperSym(self.scope.self_sym.cls), len(self.stack) - 1)
+            return
+        dynamic = self.an.dynamic_target(self.scope, node)
+        if dynamic is not None:
+            sym, unresolved = dynamic
+            if sym is not None:
+                self._follow(sym, len(self.stack) - 1)
+            elif unresolved:
+                self.unresolved.append(node)
 
     def _follow(self, sym: Sym, index: int) -> None:
         from_self = isinstance(sym, (InstanceSym, ClassSelfSym, SuperSym))
