@@ -55,6 +55,8 @@ class Facts:
     verbs: tuple[tuple[SelfKey | ParamKey, str], ...] = ()
     #: calls this function makes that cannot be followed (``import_module(name)``): (file, call node)
     unresolved: tuple[tuple[ParsedFile, cst.Call], ...] = ()
+    #: functions and constructors called while the body runs (not from a lambda or a returned closure)
+    calls: tuple[FuncKey, ...] = ()
 
 
 @dataclass

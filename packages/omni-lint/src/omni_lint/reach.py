@@ -42,11 +42,16 @@ class StageUse:
 
     writes: tuple[Access, ...]
     reads: tuple[Access, ...]
+    #: get-or-compute accesses (a miss recomputes): a publisher only for stages that plainly read
+    fills: tuple[Access, ...] = ()
+    #: writes made while the stage's factory runs (before it serves): its own per-process setup
+    setup_writes: frozenset[int] = frozenset()
 
     @property
     def write(self) -> Access | None:
         """The write that publishes (a store, a put), before teardown (``del``, ``clear``, ``pop``)."""
-        return min(self.writes, key=_write_rank) if self.writes else None
+        candidates = self.writes or self.fills
+        return min(candidates, key=_write_rank) if candidates else None
 
     @property
     def read(self) -> Access | None:
@@ -71,6 +76,7 @@ def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> StageReach:
     seen: set[FuncKey | ClassKey] = set()
     writes: dict[StateKey, list[Access]] = {}
     reads: dict[StateKey, list[Access]] = {}
+    fills: dict[StateKey, list[Access]] = {}
     unresolved: list[tuple[ParsedFile, cst.Call]] = []
     while pending:
         item = pending.pop()
@@ -88,7 +94,40 @@ def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> StageReach:
                 writes.setdefault(access.key, []).append(access)
             elif access.kind == "read":
                 reads.setdefault(access.key, []).append(access)
+            elif access.kind == "cache":
+                fills.setdefault(access.key, []).append(access)
         pending.extend(facts.reaches)
         unresolved.extend(facts.unresolved)
-    uses = {key: StageUse(tuple(writes.get(key, ())), tuple(reads.get(key, ()))) for key in sorted(set(writes) | set(reads))}
+    setup = _setup_writes(analyzer, starts)
+    uses = {
+        key: StageUse(tuple(writes.get(key, ())), tuple(reads.get(key, ())), tuple(fills.get(key, ())), frozenset(setup.get(key, ())))
+        for key in sorted(set(writes) | set(reads) | set(fills))
+    }
     return StageReach(uses, tuple(unresolved))
+
+
+def _setup_writes(analyzer: Analyzer, starts: list[Sym]) -> dict[StateKey, set[int]]:
+    """Writes (node ids) made while the factory itself runs: its body and what it calls directly,
+    not the closures and lambdas it returns (those run when the stage serves)."""
+    project = analyzer.project
+    pending: list[FuncKey] = []
+    for sym in starts:
+        if isinstance(sym, FuncSym):
+            pending.append(sym.key)
+        elif isinstance(sym, ClassSym):
+            init = project.class_member(sym.key, "__init__")
+            if isinstance(init, FuncSym):
+                pending.append(init.key)
+    seen: set[FuncKey] = set()
+    found: dict[StateKey, set[int]] = {}
+    while pending:
+        key = pending.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        facts = analyzer.facts(key)
+        for access in facts.accesses:
+            if isinstance(access.key, StateKey) and access.kind == "write" and not access.deferred and access.form != "arg":
+                found.setdefault(access.key, set()).add(id(access.node))
+        pending.extend(facts.calls)
+    return found

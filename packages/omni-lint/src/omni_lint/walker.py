@@ -63,8 +63,12 @@ class FunctionWalker:
         #: states read outside an ``if`` test (the value is used, not only probed)
         self.used: set[AccessKey] = set()
         self.return_names: set[str] = set()
+        #: functions (and constructors) this body calls while it runs (not inside a lambda)
+        self.calls: set[FuncKey] = set()
         #: dynamic imports / getattr with a computed name: calls the analysis cannot follow
         self.unresolved: list[cst.Call] = []
+        #: states written only on a miss of a lookup into a variable (get-or-compute)
+        self.miss_fills: set[AccessKey] = set()
 
     # -- traversal ---------------------------------------------------------------
 
@@ -96,7 +100,10 @@ class FunctionWalker:
                 and (key in self.returned or bool(self.cache_vars[key] & self.return_names))
             )
             lazy_init = "gfill" in kinds and not kinds & {"write", "fill"} and key in self.used
-            cache = get_or_load or lazy_init
+            get_or_compute = key in self.miss_fills and "read" in kinds and all(
+                kind != "write" or any(k2 == "read" and n2 is node for k2, n2, _, _ in raw) for kind, node, _, _ in raw
+            )
+            cache = get_or_load or lazy_init or get_or_compute
             seen = set()
             for kind, node, form, deferred in raw:
                 final = "cache" if cache and kind != "cache" else ("write" if kind in ("fill", "gfill") else kind)
@@ -107,7 +114,7 @@ class FunctionWalker:
         reaches = set(self.reaches) | set(self.scope.func.nested)
         verbs = tuple(sorted(self.verbs, key=repr))
         unresolved = tuple((self.parsed, node) for node in self.unresolved)
-        return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)), verbs, unresolved)
+        return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)), verbs, unresolved, tuple(sorted(self.calls)))
 
     # -- references ----------------------------------------------------------------
 
@@ -169,6 +176,8 @@ class FunctionWalker:
             self.reaches.add(current.key)
             parent = self._parent(index)
             if type(parent) is cst.Call and parent.func is self.stack[index]:
+                if not self._deferred():
+                    self.calls.add(current.key)
                 if from_self:
                     self.self_calls.add(current.key)
                 state = self.an.returns_state(current.key)
@@ -176,6 +185,15 @@ class FunctionWalker:
                     self._state_use(state, index - 1)
         elif isinstance(current, ClassSym):
             self.reaches.add(current.key)
+            parent = self._parent(index)
+            if type(parent) is cst.Call and parent.func is self.stack[index] and not self._deferred():
+                init = self.an.project.class_member(current.key, "__init__")
+                if isinstance(init, FuncSym):
+                    self.calls.add(init.key)
+
+    def _deferred(self) -> bool:
+        """Inside a lambda: runs when the lambda is called, not when this function runs."""
+        return any(type(n) is cst.Lambda for n in self.stack)
 
     # -- classification ------------------------------------------------------------
 
@@ -212,6 +230,7 @@ class FunctionWalker:
         elif not attrs and type(parent) is cst.Arg and parent.value is node and type(self._parent(index - 1)) is cst.Call:
             # passed to a function of the tree: what the callee does to that parameter (at least a read)
             kinds = ("read", *self._argument_effect(key, parent, self._parent(index - 1)))  # type: ignore[arg-type]
+            form = "arg"  # what the callee will do with it, not a write made here
         else:
             context = self._store_context(index)
             if context == "store" and not attrs and self._guarded_by(index, head):
@@ -238,6 +257,10 @@ class FunctionWalker:
                 self.used.add(key)
             elif form in ("name", "subscript"):
                 form = "probe"
+        if "write" in kinds and "read" not in kinds and self._in_miss_branch(index, key):
+            # ``v = CACHE.get(k)`` ... ``if v is None: v = compute(); CACHE.put(k, v)``: a miss recomputes
+            kinds = tuple("fill" if kind == "write" else kind for kind in kinds)
+            self.miss_fills.add(key)
         deferred = any(type(n) is cst.Lambda for n in stack)
         for kind in kinds:
             self.raw[key].append((kind, head, form, deferred))
@@ -285,6 +308,21 @@ class FunctionWalker:
     def _in_if_test(self, index: int) -> bool:
         stack = self.stack
         return any(type(stack[i]) is cst.If and stack[i + 1] is stack[i].test for i in range(index))  # type: ignore[attr-defined]
+
+    def _in_miss_branch(self, index: int, key: AccessKey) -> bool:
+        """True inside the body of an ``if`` that tests a variable read from the same state (a miss)."""
+        names = self.cache_vars.get(key)
+        if not names:
+            return False
+        stack = self.stack
+        for i in range(index):
+            if type(stack[i]) is cst.If and stack[i + 1] is not stack[i].test:  # type: ignore[attr-defined]
+                for name in names:
+                    finder = _NameFinder(name)
+                    walk(stack[i].test, finder)  # type: ignore[attr-defined]
+                    if finder.found:
+                        return True
+        return False
 
     def _guarded_by(self, index: int, head: cst.CSTNode) -> bool:
         """True when the node sits in the body of an ``if`` whose test names ``head`` (a Name)."""
