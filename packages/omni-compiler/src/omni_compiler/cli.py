@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from omni_config import ConfigError, ConfigFileError, load_config, resolve_model_source, split_overrides
 
-from . import render
+from . import __version__, render
 from .compiler import compile
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"omni-compile {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{validate,show,schema}")
     sub.required = True
     for name, formats, help_text in (

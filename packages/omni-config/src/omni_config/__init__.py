@@ -16,6 +16,7 @@ from .overrides import split_overrides
 from .registry import ENTRY_POINT_GROUP, register_model, registered_models, resolve_model
 
 if TYPE_CHECKING:
+    from .published import json_schema
     from .schema import (
         PipelineConfig,
         PlacementConfig,
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
         ResourcesConfig,
         StageConfig,
         StageRuntimeConfig,
-        json_schema,
     )
 
 __version__ = "0.1.0"
@@ -60,9 +60,9 @@ __all__ = [  # noqa: RUF022 - grouped: eager names, then the lazily built models
 
 def __getattr__(name: str) -> Any:
     if name in _FROM_SCHEMA:
-        from . import schema
+        from . import published, schema
 
-        value = getattr(schema, name)
+        value = getattr(published if name == "json_schema" else schema, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'omni_config' has no attribute {name!r}")

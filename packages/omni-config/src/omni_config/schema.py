@@ -138,11 +138,3 @@ class PipelineConfig(_Frozen):
     @property
     def stage_names(self) -> tuple[str, ...]:
         return tuple(stage.name for stage in self.stages)
-
-
-def json_schema() -> dict[str, Any]:
-    """JSON Schema of a full pipeline file (``omni-compile schema``)."""
-    schema = PipelineConfig.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "omni pipeline config"
-    return schema
