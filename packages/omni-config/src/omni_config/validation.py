@@ -83,6 +83,9 @@ def dotted_path(loc: tuple[Any, ...], raw: Any) -> str:
             else:
                 parts[-1:] = [f"{parts[-1]}[{part}]"] if parts else [f"[{part}]"]
             node = entry
+        elif part == "" and parts:  # an empty key would vanish between two dots
+            parts[-1] += "['']"
+            node = node.get(part) if isinstance(node, dict) else None
         else:
             parts.append(str(part))
             node = node.get(part) if isinstance(node, dict) else None

@@ -10,7 +10,8 @@ instead, iteratively, and:
 - copies an anchor's value at each alias, so every node is its own object;
 - bounds the document: nesting depth (:data:`MAX_DEPTH`) and values after
   alias expansion (:data:`MAX_VALUES`), checked before a copy is made, so an
-  alias bomb fails at once (an unsafe file: :class:`ConfigFileError`);
+  alias bomb fails at once (an unsafe file: :class:`ConfigFileError`),
+  and aliases may copy :data:`MAX_ALIAS_VALUES` values in all;
 - refuses duplicate keys (both lines named), non-string keys, tags other than
   the JSON ones, dates, timestamps, binary, NaN and infinities, each an issue
   with its path, line and column (:class:`ConfigError`, all at once);
@@ -32,6 +33,8 @@ from .errors import ConfigError, ConfigFileError, ConfigIssue
 
 MAX_DEPTH = 64
 MAX_VALUES = 500_000
+#: Values copied by aliases: anchors share snippets; a bomb copies millions.
+MAX_ALIAS_VALUES = 100_000
 
 #: 1-based (line, column) of a YAML node.
 Mark = tuple[int, int]
@@ -126,6 +129,7 @@ class _Builder:
         self.issues: list[tuple[tuple[Any, ...], str, str, Any, Mark]] = []
         self.root: Any = None
         self.count = 0
+        self.copied = 0
         self.documents = 0
 
     def feed(self, event: yaml.Event) -> None:
@@ -155,6 +159,10 @@ class _Builder:
             if anchor is None:
                 raise ConfigFileError(self.source, f"the alias *{event.anchor} at line {mark[0]} refers to no complete anchor before it (an alias inside its own anchor, or a typo)",
                                       f"define &{event.anchor} before using it, outside the node it names", *mark)
+            self.copied += anchor.size
+            if self.copied > MAX_ALIAS_VALUES:
+                raise ConfigFileError(self.source, f"aliases copy more than {MAX_ALIAS_VALUES} values by line {mark[0]} (an alias bomb, or a file built on aliases)",
+                                      "remove aliases that copy large parts of the file", *mark)
             self._grow(anchor.size, anchor.height, mark)
             self._add(_copy(anchor.value), mark, anchor.height)
         elif isinstance(event, yaml.DocumentStartEvent):
