@@ -106,6 +106,14 @@ def _same_code(writer: StageUse, reader: StageUse) -> bool:
     return writer_writes <= reader_writes and reader_reads <= writer_reads
 
 
+def _own_context(writer: StageUse, reader: StageUse) -> bool:
+    """Per-process context: the writer only sets the state while its factory runs, and the reader's
+    own factory sets it too before serving, so in any placement each process reads its own."""
+    if not reader.setup_writes or not writer.writes:
+        return False
+    return all(id(access.node) in writer.setup_writes for access in writer.writes)
+
+
 def check_pipeline(
     view: PipelineView,
     stages: dict[str, StageAnalysis],
@@ -139,7 +147,7 @@ def check_pipeline(
         definition = state_def(key)
         if definition is None:
             continue
-        writers = sorted(name for name, a in stages.items() if a.uses.get(key) and a.uses[key].writes)
+        writers = sorted(name for name, a in stages.items() if a.uses.get(key) and (a.uses[key].writes or a.uses[key].fills))
         readers = sorted(name for name, a in stages.items() if a.uses.get(key) and a.uses[key].reads)
         reported: set[frozenset[str]] = set()
         for writer in writers:
@@ -147,6 +155,8 @@ def check_pipeline(
                 if writer == reader or frozenset((writer, reader)) in reported:
                     continue
                 if _same_code(stages[writer].uses[key], stages[reader].uses[key]):
+                    continue
+                if _own_context(stages[writer].uses[key], stages[reader].uses[key]):
                     continue
                 tied = view.declared_path(writer, reader)
                 if tied is not None:

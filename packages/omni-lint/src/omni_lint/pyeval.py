@@ -19,8 +19,9 @@ from typing import Any
 
 import libcst as cst
 
+from .bindings import assign_pairs, block_statements
 from .project import ClassSym, FuncSym, ModuleSym, Project
-from .scan import ClassKey, FuncKey, ModuleInfo, _assign_pairs, _statements, dotted_name
+from .scan import ClassKey, FuncKey, ModuleInfo, dotted_name
 
 #: Call targets kept as their arguments (the last component of the callee's dotted name).
 RECORD_CALLS = {"StageConfig": (), "ProcessLocalEdge": ("src", "dst", "reason"), "dict": ()}
@@ -73,8 +74,8 @@ class Evaluator:
         if found is None:
             found = {}
             assert module.parsed.module is not None
-            for statement in _statements(module.parsed.module):
-                for name, value, _target in _assign_pairs(statement):
+            for statement in block_statements(module.parsed.module):
+                for name, value, _target in assign_pairs(statement):
                     if value is not None:
                         found.setdefault(name, []).append(value)
             self._constants[module.name] = found
@@ -114,8 +115,8 @@ class Evaluator:
                 continue
             if name in klass.methods:
                 return FuncSym(klass.methods[name])
-            for statement in _statements(klass.node.body):
-                for target, value, _node in _assign_pairs(statement):
+            for statement in block_statements(klass.node.body):
+                for target, value, _node in assign_pairs(statement):
                     if target == name:
                         if value is None:
                             break
@@ -285,7 +286,7 @@ class Evaluator:
             raise Unknown(caller.module, node, f"{key.qualname} cannot be read")
         params = func.node.params
         frame = Frame(module, _bind(params, args, kwargs, skip_first=func.kind in ("method", "classmethod")), cls or func.cls)
-        for statement in _statements(func.node.body):
+        for statement in block_statements(func.node.body):
             kind = type(statement)
             if kind is cst.Expr and type(statement.value) in (cst.SimpleString, cst.ConcatenatedString):  # type: ignore[attr-defined]
                 continue  # docstring

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bodies import Analyzer
+from .analyzer import Analyzer
 from .contracts import disagreement, read_contracts
 from .discovery import ModelFolder, folder_python_files, path_state
 from .findings import Finding, Severity
 from .handoffs import Handoff, StageAnalysis, check_pipeline, handoff_findings
 from .pipeline import PipelineLoadFailed, PipelineView, load_pipeline
 from .project import Project, Sym
-from .reach import stage_uses
+from .reach import StageReach, stage_uses
 from .source import ParsedFile, SourceCache, digest_bytes, read_regular
 from .suppress import Suppression, scan_python
 
@@ -69,6 +69,7 @@ def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], cwd: P
     projects: dict[Path, tuple[Project, Analyzer]] = {}
     cacheable = True
     handoffs: list[Handoff] = []
+    unresolved: dict[tuple[str, int], tuple[ParsedFile, Any, list[str]]] = {}
     yaml_views: list[PipelineView] = []
     for pipeline_file in folder.pipeline_files:
         resolved = str(pipeline_file.resolve())
@@ -79,7 +80,7 @@ def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], cwd: P
             continue
         cacheable &= not view.extends
         yaml_views.append(view)
-        _check_view(tracker, projects, folder, view, tracker.display(resolved), findings, handoffs)
+        _check_view(tracker, projects, folder, view, tracker.display(resolved), findings, handoffs, unresolved)
     contracts = 0
     if folder.contract_modules:
         project, _ = _project(tracker, projects, folder.import_root)
@@ -89,12 +90,15 @@ def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], cwd: P
         for contract in found:
             assert contract.view is not None
             contracts += 1
-            _check_view(tracker, projects, folder, contract.view, contract.label, findings, handoffs)
+            _check_view(tracker, projects, folder, contract.view, contract.label, findings, handoffs, unresolved)
             if yaml_views:
                 differs = disagreement(contract, yaml_views, tracker.display)
                 if differs is not None:
                     findings.append(differs)
     findings.extend(handoff_findings(handoffs))
+    findings.extend(_unresolved_findings(unresolved))
+    for project, _analyzer in projects.values():
+        findings.extend(project.missing_imports())
     for path, reason in problems.items():
         findings.append(Finding(str(path), 1, 1, "OL900", f"cannot read {path.name}: {reason}", Severity.ERROR))
     files: dict[str, Any] = {}
@@ -113,6 +117,23 @@ def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], cwd: P
         "probes": tracker.probes,
         "cacheable": cacheable and not problems,
     }
+
+
+def _unresolved_findings(unresolved: dict[tuple[str, int], tuple[ParsedFile, Any, list[str]]]) -> list[Finding]:
+    """OL102: one warning per call site the analysis could not follow, naming the stages it limits."""
+    findings = []
+    for parsed, call, stages in unresolved.values():
+        line, col = parsed.position(call)
+        assert parsed.module is not None
+        code = " ".join(parsed.module.code_for_node(call).split())
+        code = code if len(code) <= 80 else code[:77] + "..."
+        message = (
+            f"`{code}` takes a computed module or attribute name, so the analysis cannot follow it; reachability "
+            f"of stage {', '.join(sorted(set(stages)))} is incomplete: a handoff behind this call is not seen, and "
+            f"declared edges of the stage are not reported as unneeded. Use a literal name, or keep the declared edges"
+        )
+        findings.append(Finding(str(parsed.path), line, col, "OL102", message, Severity.WARNING))
+    return findings
 
 
 def _digest(path: Path) -> str | None:
@@ -159,13 +180,14 @@ def _check_view(
     label: str,
     findings: list[Finding],
     handoffs: list[Handoff],
+    unresolved: dict[tuple[str, int], tuple[ParsedFile, Any, list[str]]],
 ) -> None:
     """Attribute state to the stages of one contract (a pipeline file or a config class) and check it."""
     resolved = str(view.path)
     root = _pipeline_root(tracker, folder, [stage.factory for stage in view.stages])
     project, analyzer = _project(tracker, projects, root)
     stages: dict[str, StageAnalysis] = {}
-    uses_cache: dict[tuple[Sym, ...], Any] = {}
+    uses_cache: dict[tuple[Sym, ...], StageReach] = {}
     for stage in view.stages:
         starts: list[Sym] = []
         complete = True
@@ -187,7 +209,10 @@ def _check_view(
         key = tuple(starts)
         if key not in uses_cache:
             uses_cache[key] = stage_uses(analyzer, starts)
-        stages[stage.name] = StageAnalysis(stage.name, uses_cache[key], complete and not project.broken)
+        reach = uses_cache[key]
+        for parsed, call in reach.unresolved:
+            unresolved.setdefault((str(parsed.path), id(call)), (parsed, call, []))[2].append(f"{stage.name} in {label}")
+        stages[stage.name] = StageAnalysis(stage.name, reach.uses, complete and not project.broken and not reach.unresolved)
 
     def where(path: str, line: int) -> str:
         return f"{tracker.display(path)}:{line}"

@@ -1,338 +1,29 @@
-"""What one function does: which state it reads or writes, what it reaches.
+"""Classify every use of a state inside one function body: a write, a read, a cache.
 
-A function body is walked once (memoised): each reference is resolved through
-the function's own scope, its enclosing functions (closures) and its module,
-then classified by how it is used (subscript store, ``del``, a mutating or
-consuming method, rebinding after ``global``, a plain read). A function that
-probes a state, fills it on a miss and returns the value is a get-or-load
-cache: its accesses are marked ``cache`` and never make a handoff.
+The walk keeps the stack of enclosing nodes, so each reference is judged by
+its context: a subscript store (also nested, ``X["k"][rid] = v``), ``del``,
+a mutating or consuming method, rebinding after ``global``, an argument to a
+function of the tree (what the callee does to that parameter), a plain read.
+A function that probes a state, fills it on a miss and returns the value is a
+get-or-load cache: its accesses are marked ``cache`` and never make a handoff.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .project import (
-    ClassSelfSym,
-    ClassSym,
-    FuncSym,
-    InstanceSym,
-    ParamKey,
-    ParamSym,
-    Project,
-    SelfAttrSym,
-    SelfKey,
-    StateSym,
-    SuperSym,
-    Sym,
-)
-from .scan import ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateKey, import_bindings
+from .facts import Access, AccessKey, Facts, Scope
+from .project import ClassSelfSym, ClassSym, FuncSym, InstanceSym, ParamKey, ParamSym, SelfAttrSym, SelfKey, StateSym, SuperSym, Sym
+from .scan import ClassKey, FuncKey, StateKey
 from .source import ParsedFile
-from .verbs import CONSUME, FILL, WRITE, container_effect, guess_kind
+from .verbs import CONSUME, FILL, WRITE, container_effect
 from .walk import walk
 
-AccessKey = StateKey | SelfKey | ParamKey
-
-
-@dataclass(frozen=True)
-class Access:
-    key: AccessKey
-    kind: str  # read | write | cache | rebind (an attribute or parameter given a new object)
-    parsed: ParsedFile = field(compare=False, repr=False)
-    node: cst.CSTNode = field(compare=False, repr=False)
-    #: inside a method (reached with every method of its class, so sites say less about who runs them)
-    in_method: bool = field(default=False, compare=False)
-    #: how the state is touched: ``store``, ``del``, ``aug``, ``subscript``, ``call:<method>``, ``probe``
-    #: (only tested in an ``if``), ``name``...: picks the publishing write and the consuming read to cite
-    form: str = field(default="name", compare=False)
-    #: inside a lambda (runs when the lambda is called, not when the function runs)
-    deferred: bool = field(default=False, compare=False)
-
-    @property
-    def path(self) -> str:
-        return str(self.parsed.path)
-
-    @property
-    def line(self) -> int:
-        return self.parsed.position(self.node)[0]
-
-    @property
-    def col(self) -> int:
-        return self.parsed.position(self.node)[1]
-
-
-@dataclass(frozen=True)
-class Facts:
-    accesses: tuple[Access, ...] = ()
-    reaches: tuple[FuncKey | ClassKey, ...] = ()
-    self_calls: tuple[FuncKey, ...] = ()
-    #: methods called on a parameter or a ``self`` attribute (``self.box.stash(...)``): the object is
-    #: not known here, so the caller resolves the verbs against the class of what it passes in
-    verbs: tuple[tuple[SelfKey | ParamKey, str], ...] = ()
-
-
-@dataclass
-class Scope:
-    func: FuncInfo
-    module: ModuleInfo
-    parent: Scope | None
-    locals: frozenset[str]
-    globals: frozenset[str]
-    nonlocals: frozenset[str]
-    imports: dict[str, ImportBinding]
-    defs: dict[str, FuncKey | ClassKey]
-    values: dict[str, list[cst.BaseExpression]]
-    params: frozenset[str] = frozenset()
-    #: how many times each local is bound (assignments, loop targets, with/except names...)
-    bindings: dict[str, int] = field(default_factory=dict)
-    self_name: str | None = None
-    self_sym: Sym | None = None
-
-
-def _param_names(params: cst.Parameters) -> list[str]:
-    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
-    for star in (params.star_arg, params.star_kwarg):
-        if type(star) is cst.Param:
-            names.append(star.name.value)
-    return names
-
-
-class Analyzer:
-    """Per-import-root memo of function facts, scopes and registry summaries."""
-
-    def __init__(self, project: Project):
-        self.project = project
-        self._facts: dict[FuncKey, Facts] = {}
-        self._in_progress: set[FuncKey] = set()
-        self._scopes: dict[FuncKey, Scope | None] = {}
-        self._returns: dict[FuncKey, StateKey | None] = {}
-        self._returns_busy: set[FuncKey] = set()
-        self._effects: dict[FuncKey, frozenset[str]] = {}
-        self._self_aliases: dict[ClassKey, dict[str, StateKey]] = {}
-        self._param_effects: dict[ParamKey, frozenset[str]] = {}
-        self._param_verbs: dict[ParamKey, frozenset[str]] = {}
-
-    # -- scopes and names ------------------------------------------------------
-
-    def scope(self, key: FuncKey) -> Scope | None:
-        if key in self._scopes:
-            return self._scopes[key]
-        func = self.project.function(key)
-        module = self.project.module(key.module)
-        if func is None or module is None:
-            self._scopes[key] = None
-            return None
-        bindings = func.bindings
-        params = _param_names(func.node.params)
-        imports: dict[str, ImportBinding] = {}
-        for node in bindings.imports:
-            for bound, binding in import_bindings(module, node):
-                imports[bound] = binding
-        defs = {nested.qualname.rpartition(".")[2]: nested for nested in func.nested}
-        parent = self.scope(func.parent) if func.parent is not None else None
-        scope = Scope(
-            func=func,
-            module=module,
-            parent=parent,
-            locals=frozenset(params) | frozenset(bindings.assigned) | frozenset(defs) | frozenset(imports),
-            globals=frozenset(bindings.globals),
-            nonlocals=frozenset(bindings.nonlocals),
-            imports=imports,
-            defs=defs,
-            values=bindings.values,
-            params=frozenset(params),
-            bindings=bindings.counts,
-        )
-        if func.cls is not None and func.kind in ("method", "classmethod") and params:
-            scope.self_name = params[0]
-            scope.self_sym = InstanceSym(func.cls) if func.kind == "method" else ClassSelfSym(func.cls)
-        self._scopes[key] = scope
-        return scope
-
-    def resolve_name(self, scope: Scope, name: str, guard: frozenset = frozenset()) -> Sym | None:
-        current: Scope | None = scope
-        while current is not None:
-            if name in current.globals:
-                return self.project.global_name(current.module, name)
-            if name in current.imports:
-                return self.project.resolve_import(current.imports[name])
-            if name in current.defs:
-                key = current.defs[name]
-                return FuncSym(key) if isinstance(key, FuncKey) else ClassSym(key)
-            if name == current.self_name:
-                return current.self_sym
-            if name in current.params and not current.bindings.get(name):
-                return ParamSym(ParamKey(current.func.key, name))
-            if name in current.locals and name not in current.nonlocals:
-                marker = (current.func.key, name)
-                if marker in guard:
-                    return None
-                # an alias only when every binding of the local is the same state (flow-insensitive,
-                # so ``x = STATE; x = dict(x)`` is not one; ``param = param or STATE`` still is)
-                values = current.values.get(name, ())
-                if not values or len(values) != current.bindings.get(name, 0):
-                    return None
-                found = {self.resolve_value(current, value, guard | {marker}) for value in values}
-                if len(found) == 1:
-                    (sym,) = found
-                    if isinstance(sym, StateSym):
-                        return sym
-                return None
-            current = current.parent
-        return self.project.global_name(scope.module, name)
-
-    def resolve_value(self, scope: Scope, expr: cst.BaseExpression, guard: frozenset = frozenset()) -> Sym | None:
-        """Pure resolution of an expression to a symbol (records nothing)."""
-        if type(expr) is cst.Name:
-            return self.resolve_name(scope, expr.value, guard)
-        if type(expr) is cst.Attribute:
-            base = self.resolve_value(scope, expr.value, guard)
-            if base is None:
-                return None
-            if isinstance(base, StateSym):
-                return base
-            return self.project.member(base, expr.attr.value)
-        if type(expr) is cst.Call:
-            if type(expr.func) is cst.Name and expr.func.value == "super" and isinstance(scope.self_sym, (InstanceSym, ClassSelfSym)):
-                return SuperSym(scope.self_sym.cls)
-            target = self.resolve_value(scope, expr.func, guard)
-            if isinstance(target, FuncSym):
-                state = self.returns_state(target.key)
-                return StateSym(state) if state is not None else None
-        return None
-
-    def returns_state(self, key: FuncKey) -> StateKey | None:
-        """The module state a function returns as is (an accessor such as ``get_queue()``)."""
-        if key in self._returns:
-            return self._returns[key]
-        if key in self._returns_busy:
-            return None
-        self._returns_busy.add(key)
-        found = None
-        scope = self.scope(key)
-        if scope is not None:
-            for value in scope.func.bindings.returns:
-                sym = self.resolve_value(scope, value)
-                if isinstance(sym, StateSym):
-                    found = sym.key
-                    break
-        self._returns_busy.discard(key)
-        self._returns[key] = found
-        return found
-
-    # -- facts -------------------------------------------------------------------
-
-    def facts(self, key: FuncKey) -> Facts:
-        if key in self._facts:
-            return self._facts[key]
-        if key in self._in_progress:
-            return Facts()
-        scope = self.scope(key)
-        if scope is None:
-            self._facts[key] = Facts()
-            return self._facts[key]
-        self._in_progress.add(key)
-        try:
-            walker = _Walker(self, scope, scope.module.parsed)
-            walk(scope.func.node.body, walker)
-            result = walker.finish()
-        finally:
-            self._in_progress.discard(key)
-        self._facts[key] = result
-        return result
-
-    def self_alias(self, key: SelfKey) -> StateKey | None:
-        """The module state ``self.<attr>`` was set to in some method (``self.queue = _QUEUE``)."""
-        aliases = self._self_aliases.get(key.cls)
-        if aliases is None:
-            aliases = self._self_aliases[key.cls] = {}
-            for cls_key in self.project.mro(key.cls):
-                klass = self.project.klass(cls_key)
-                if klass is None:
-                    continue
-                for method in klass.methods.values():
-                    scope = self.scope(method)
-                    if scope is None or scope.self_name is None or scope.func.kind != "method":
-                        continue
-                    pairs = [(attr, value) for owner, attr, value in scope.func.bindings.attribute_values if owner == scope.self_name]
-                    for attr, value in pairs:
-                        sym = self.resolve_value(scope, value)
-                        if isinstance(sym, StateSym):
-                            aliases.setdefault(attr, sym.key)
-        return aliases.get(key.attr)
-
-    def _kept_on_self(self, key: ParamKey) -> list[tuple[Facts, set[str]]]:
-        """For a constructor parameter kept on ``self`` (``self.box = box``): the facts of each
-        effective method of the class, with the attributes that hold the argument."""
-        func = self.project.function(key.func)
-        scope = self.scope(key.func)
-        if func is None or func.cls is None or func.node.name.value != "__init__" or scope is None or not scope.self_name:
-            return []
-        kept = {
-            attr
-            for owner, attr, value in func.bindings.attribute_values
-            if owner == scope.self_name and type(value) is cst.Name and value.value == key.name
-        }
-        if not kept:
-            return []
-        return [(self.facts(method), kept) for method in self.project.effective_methods(func.cls)]
-
-    def param_effect(self, key: ParamKey) -> frozenset[str]:
-        """What a function does to one of its parameters: its own accesses, plus, for a constructor
-        that keeps the argument on ``self``, what the class's methods do to that attribute."""
-        if key in self._param_effects:
-            return self._param_effects[key]
-        self._param_effects[key] = frozenset()  # recursion guard
-        facts = self.facts(key.func)
-        kinds = {access.kind for access in facts.accesses if access.key == key and access.kind != "rebind"}
-        for method_facts, kept in self._kept_on_self(key):
-            for access in method_facts.accesses:
-                if isinstance(access.key, SelfKey) and access.key.attr in kept and access.kind != "rebind":
-                    kinds.add(access.kind)
-        self._param_effects[key] = frozenset(kinds)
-        return self._param_effects[key]
-
-    def param_verbs(self, key: ParamKey) -> frozenset[str]:
-        """The methods called on a parameter, directly or (for a constructor) on the ``self`` attribute
-        that keeps it: the caller resolves them against the class of its argument."""
-        if key in self._param_verbs:
-            return self._param_verbs[key]
-        self._param_verbs[key] = frozenset()  # recursion guard
-        verbs = {verb for target, verb in self.facts(key.func).verbs if target == key}
-        for method_facts, kept in self._kept_on_self(key):
-            verbs.update(verb for target, verb in method_facts.verbs if isinstance(target, SelfKey) and target.attr in kept)
-        self._param_verbs[key] = frozenset(verbs)
-        return self._param_verbs[key]
-
-    def method_effect(self, key: FuncKey) -> frozenset[str]:
-        """How calling a registry method touches its instance's own attributes."""
-        if key in self._effects:
-            return self._effects[key]
-        self._effects[key] = frozenset()  # recursion guard
-        facts = self.facts(key)
-        kinds = {"write" if access.kind == "rebind" else access.kind for access in facts.accesses if isinstance(access.key, SelfKey)}
-        for callee in facts.self_calls:
-            kinds |= self.method_effect(callee)
-        self._effects[key] = frozenset(kinds)
-        return self._effects[key]
-
-    def call_effect(self, key: AccessKey, verb: str, reaches: set) -> tuple[str, ...]:
-        if isinstance(key, (SelfKey, ParamKey)):
-            return container_effect("object", verb)
-        state = self.project.state(key)
-        if state is None:
-            return ("read",)
-        if state.class_key is None:
-            return container_effect(state.kind if state.kind not in ("global", "instance") else "object", verb)
-        method = self.project.class_member(state.class_key, verb)
-        if isinstance(method, FuncSym):
-            reaches.add(method.key)
-            return tuple(sorted(self.method_effect(method.key)))
-        return container_effect(guess_kind(self.project.external_bases(state.class_key)), verb)
-
+if TYPE_CHECKING:
+    from .analyzer import Analyzer
 
 _SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 #: subtrees that never run code in the function: nested scopes (followed on their own) and annotations
@@ -356,7 +47,7 @@ class _NameFinder:
 _SKIP_PARENTS = frozenset({cst.ImportAlias, cst.ImportFrom, cst.NameItem, cst.AsName, cst.FunctionDef, cst.ClassDef})
 
 
-class _Walker:
+class FunctionWalker:
     def __init__(self, analyzer: Analyzer, scope: Scope, parsed: ParsedFile):
         self.an = analyzer
         self.scope = scope
@@ -372,6 +63,12 @@ class _Walker:
         #: states read outside an ``if`` test (the value is used, not only probed)
         self.used: set[AccessKey] = set()
         self.return_names: set[str] = set()
+        #: functions (and constructors) this body calls while it runs (not inside a lambda)
+        self.calls: set[FuncKey] = set()
+        #: dynamic imports / getattr with a computed name: calls the analysis cannot follow
+        self.unresolved: list[cst.Call] = []
+        #: states written only on a miss of a lookup into a variable (get-or-compute)
+        self.miss_fills: set[AccessKey] = set()
 
     # -- traversal ---------------------------------------------------------------
 
@@ -403,7 +100,10 @@ class _Walker:
                 and (key in self.returned or bool(self.cache_vars[key] & self.return_names))
             )
             lazy_init = "gfill" in kinds and not kinds & {"write", "fill"} and key in self.used
-            cache = get_or_load or lazy_init
+            get_or_compute = key in self.miss_fills and "read" in kinds and all(
+                kind != "write" or any(k2 == "read" and n2 is node for k2, n2, _, _ in raw) for kind, node, _, _ in raw
+            )
+            cache = get_or_load or lazy_init or get_or_compute
             seen = set()
             for kind, node, form, deferred in raw:
                 final = "cache" if cache and kind != "cache" else ("write" if kind in ("fill", "gfill") else kind)
@@ -413,7 +113,8 @@ class _Walker:
                 accesses.append(Access(key, final, self.parsed, node, self.scope.func.cls is not None, form, deferred))
         reaches = set(self.reaches) | set(self.scope.func.nested)
         verbs = tuple(sorted(self.verbs, key=repr))
-        return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)), verbs)
+        unresolved = tuple((self.parsed, node) for node in self.unresolved)
+        return Facts(tuple(accesses), tuple(sorted(reaches, key=repr)), tuple(sorted(self.self_calls)), verbs, unresolved, tuple(sorted(self.calls)))
 
     # -- references ----------------------------------------------------------------
 
@@ -443,6 +144,14 @@ class _Walker:
     def _call(self, node: cst.Call) -> None:
         if type(node.func) is cst.Name and node.func.value == "super" and isinstance(self.scope.self_sym, (InstanceSym, ClassSelfSym)):
             self._follow(SuperSym(self.scope.self_sym.cls), len(self.stack) - 1)
+            return
+        dynamic = self.an.dynamic_target(self.scope, node)
+        if dynamic is not None:
+            sym, unresolved = dynamic
+            if sym is not None:
+                self._follow(sym, len(self.stack) - 1)
+            elif unresolved:
+                self.unresolved.append(node)
 
     def _follow(self, sym: Sym, index: int) -> None:
         from_self = isinstance(sym, (InstanceSym, ClassSelfSym, SuperSym))
@@ -467,6 +176,8 @@ class _Walker:
             self.reaches.add(current.key)
             parent = self._parent(index)
             if type(parent) is cst.Call and parent.func is self.stack[index]:
+                if not self._deferred():
+                    self.calls.add(current.key)
                 if from_self:
                     self.self_calls.add(current.key)
                 state = self.an.returns_state(current.key)
@@ -474,6 +185,15 @@ class _Walker:
                     self._state_use(state, index - 1)
         elif isinstance(current, ClassSym):
             self.reaches.add(current.key)
+            parent = self._parent(index)
+            if type(parent) is cst.Call and parent.func is self.stack[index] and not self._deferred():
+                init = self.an.project.class_member(current.key, "__init__")
+                if isinstance(init, FuncSym):
+                    self.calls.add(init.key)
+
+    def _deferred(self) -> bool:
+        """Inside a lambda: runs when the lambda is called, not when this function runs."""
+        return any(type(n) is cst.Lambda for n in self.stack)
 
     # -- classification ------------------------------------------------------------
 
@@ -510,6 +230,7 @@ class _Walker:
         elif not attrs and type(parent) is cst.Arg and parent.value is node and type(self._parent(index - 1)) is cst.Call:
             # passed to a function of the tree: what the callee does to that parameter (at least a read)
             kinds = ("read", *self._argument_effect(key, parent, self._parent(index - 1)))  # type: ignore[arg-type]
+            form = "arg"  # what the callee will do with it, not a write made here
         else:
             context = self._store_context(index)
             if context == "store" and not attrs and self._guarded_by(index, head):
@@ -536,6 +257,10 @@ class _Walker:
                 self.used.add(key)
             elif form in ("name", "subscript"):
                 form = "probe"
+        if "write" in kinds and "read" not in kinds and self._in_miss_branch(index, key):
+            # ``v = CACHE.get(k)`` ... ``if v is None: v = compute(); CACHE.put(k, v)``: a miss recomputes
+            kinds = tuple("fill" if kind == "write" else kind for kind in kinds)
+            self.miss_fills.add(key)
         deferred = any(type(n) is cst.Lambda for n in stack)
         for kind in kinds:
             self.raw[key].append((kind, head, form, deferred))
@@ -583,6 +308,21 @@ class _Walker:
     def _in_if_test(self, index: int) -> bool:
         stack = self.stack
         return any(type(stack[i]) is cst.If and stack[i + 1] is stack[i].test for i in range(index))  # type: ignore[attr-defined]
+
+    def _in_miss_branch(self, index: int, key: AccessKey) -> bool:
+        """True inside the body of an ``if`` that tests a variable read from the same state (a miss)."""
+        names = self.cache_vars.get(key)
+        if not names:
+            return False
+        stack = self.stack
+        for i in range(index):
+            if type(stack[i]) is cst.If and stack[i + 1] is not stack[i].test:  # type: ignore[attr-defined]
+                for name in names:
+                    finder = _NameFinder(name)
+                    walk(stack[i].test, finder)  # type: ignore[attr-defined]
+                    if finder.found:
+                        return True
+        return False
 
     def _guarded_by(self, index: int, head: cst.CSTNode) -> bool:
         """True when the node sits in the body of an ``if`` whose test names ``head`` (a Name)."""
