@@ -133,7 +133,7 @@ class Project:
         found = None
         if name and all(part.isidentifier() for part in name.split(".")):
             base = self.root.joinpath(*name.split("."))
-            for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+            for candidate in (base / "__init__.py", base.with_name(base.name + ".py")):  # a package wins, as in Python
                 if self.sources.is_file(candidate):
                     found = candidate
                     break
