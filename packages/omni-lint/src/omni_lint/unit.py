@@ -57,16 +57,30 @@ class Tracker:
         return state == "dir"
 
 
-def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], cwd: Path, sources: SourceCache) -> dict[str, Any]:
+@dataclass
+class RunState:
+    """What the units of one run in one process share: parsed files, and per import root the
+    project and its memoised analysis (a shared ``common/`` is analysed once, not per folder).
+    Each unit's dependencies are then everything the shared state has read so far: a superset
+    of what it needed, so a cached result is never reused after a change it could depend on."""
+
+    tracker: Tracker
+    projects: dict[Path, tuple[Project, Analyzer]] = field(default_factory=dict)
+
+
+def new_run_state(cwd: Path) -> RunState:
+    return RunState(Tracker(SourceCache(), cwd))
+
+
+def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], state: RunState) -> dict[str, Any]:
     """Analyse one model folder; the result is JSON-ready (see the module docstring).
-    Paths inside messages are shown relative to ``cwd``."""
-    tracker = Tracker(sources, cwd)
+    Paths inside messages are shown relative to the run's working directory."""
+    tracker, projects = state.tracker, state.projects
     findings: list[Finding] = []
     problems: dict[Path, str] = {}
     listing = folder_python_files(folder.path, excluded, problems)
     for path in listing:
         tracker.get(path)
-    projects: dict[Path, tuple[Project, Analyzer]] = {}
     cacheable = True
     handoffs: list[Handoff] = []
     unresolved: dict[tuple[str, int], tuple[ParsedFile, Any, list[str]]] = {}
@@ -114,7 +128,7 @@ def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], cwd: P
         "files": files,
         "yaml": {str(p.resolve()): _digest(p) for p in folder.pipeline_files},
         "listing": sorted(str(p) for p in listing),
-        "probes": tracker.probes,
+        "probes": dict(tracker.probes),
         "cacheable": cacheable and not problems,
     }
 
