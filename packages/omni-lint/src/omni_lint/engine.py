@@ -97,6 +97,8 @@ def lint(
         results.append(result)
         if cache is not None:
             cache.store(result)
+    if cache is not None:
+        cache.close()
     for path, reason in problems.items():
         results.append({"findings": [[str(path), 1, 1, "OL900", f"cannot read {path.name}: {reason}", "error"]], "files": {}, "yaml": {}, "pipelines": 0})
     return _merge(results, settings, cwd, len(folders), cached)
