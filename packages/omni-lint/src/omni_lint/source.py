@@ -165,6 +165,10 @@ def parse_bytes(path: Path, raw: bytes) -> ParsedFile:
 class SourceCache:
     def __init__(self) -> None:
         self._files: dict[Path, ParsedFile] = {}
+        #: per-module scans (``scan.ModuleInfo``) by (import root, module name, content digest)
+        self.scans: dict[tuple[Path, str, str], Any] = {}
+        #: function facts by (import root, function), with what computing them read and probed
+        self.facts: dict[tuple[Path, Any], Any] = {}
 
     def get(self, path: Path) -> ParsedFile:
         parsed = self._files.get(path)
