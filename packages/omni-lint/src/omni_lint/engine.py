@@ -113,6 +113,7 @@ def _analyse(folders: list[ModelFolder], settings: Settings, cwd: Path, jobs: in
         yield from run_deep(_analyse_here, folders, settings, cwd)
         return
     ordered = sorted(folders, key=lambda folder: -sizes[folder])  # biggest first: the pool ends together
+    _preload()  # imported once here, shared by every forked worker (not imported again in each)
     with ProcessPoolExecutor(max_workers=min(jobs, len(folders)), mp_context=get_context("fork")) as pool:
         token = os.urandom(8).hex()
         count = len(ordered)
@@ -139,6 +140,18 @@ def _analyse_in_worker(folder: ModelFolder, settings: Settings, cwd: Path, token
         _WORKER_STATE[:] = [token, new_run_state(cwd)]
     (result,) = run_deep(_analyse_here, [folder], settings, cwd, _WORKER_STATE[1])
     return json.dumps(result)
+
+
+def _preload() -> None:
+    import importlib
+
+    from . import unit  # noqa: F401  (libcst and the analysis)
+
+    for name in ("omni_config", "omni_config.loader", "omni_config.schema"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
 
 
 def _cores() -> int:
