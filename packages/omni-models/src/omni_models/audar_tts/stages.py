@@ -17,6 +17,7 @@ from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_ar, build_codec_decoder, build_rvq, build_speaker_encoder
 from omni_models.common.request import TextRequest, prepare_text_request
 from omni_models.common.sampling import SamplingParams
+from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from omni_models.common.speaker import SpeakerEncoderConfig
 from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder, SpeakerEncoderStage, require, with_data
 from omni_models.common.weights import DEFAULT_SEED
@@ -72,12 +73,14 @@ def build_tts_engine(
     num_threads: int | None = 1,
     temperature: float = 0.8,
     top_k: int = 50,
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+    max_batch_tokens: int | None = None,
 ) -> TTSEngine:
     loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return TTSEngine(
         AREngine(
             model_name=MODEL, model=loader.get(components(), "lm"), seed=seed, params=SamplingParams(temperature, top_k),
-            chunk_frames=1, first_chunk_frames=1,
+            chunk_frames=1, first_chunk_frames=1, batching=BatchLimits(max_batch_size, max_batch_tokens), stage="tts_engine",
         )
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -43,16 +44,38 @@ class SamplingParams:
 
 
 def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> torch.Tensor:
-    """Sample ids from ``logits`` ``[..., vocab]``; temperature 0 is greedy. Returns ``[...]``.
+    """Sample ids from ``logits`` ``[..., vocab]``; temperature 0 is greedy. Returns ``[...]``."""
+    return sample_rows(logits[None], [params], [generator])[0]
+
+
+def sample_rows(logits: torch.Tensor, params: Sequence[SamplingParams], generators: Sequence[torch.Generator]) -> torch.Tensor:
+    """Sample row ``i`` of ``logits`` ``[B, ..., vocab]`` with ``params[i]`` and ``generators[i]``.
 
     Top-k, then the Gumbel-max trick over the k survivors (one small uniform draw from the
-    request's generator), which is exact categorical sampling and cheap per step.
+    request's own generator), which is exact categorical sampling and cheap per step. A row's
+    draws and arithmetic do not depend on the other rows: its uniforms have its own shape
+    ``[..., k]`` and their Gumbel transform runs on that tensor alone (vectorised maths kernels
+    can round a tensor's tail differently, so no element's result may depend on where it sits
+    in a batch); the batched operations around it (division, top-k, argmax) are exact per row.
+    Returns ``[B, ...]``.
     """
-    if params.temperature == 0:
-        return logits.argmax(dim=-1)
-    logits = logits.float() / params.temperature
-    k = min(params.top_k or logits.shape[-1], logits.shape[-1])
-    values, indices = torch.topk(logits, k, dim=-1)
-    uniform = torch.rand(values.shape, generator=generator).clamp_(1e-10, 1.0 - 1e-7).to(values.device)
-    choice = (values - torch.log(-torch.log(uniform))).argmax(dim=-1, keepdim=True)
-    return indices.gather(-1, choice).squeeze(-1)
+    picks = logits.argmax(dim=-1)
+    sampled = [i for i, p in enumerate(params) if p.temperature > 0]
+    if not sampled:
+        return picks
+    vocab = logits.shape[-1]
+    ks = [min(params[i].top_k or vocab, vocab) for i in sampled]
+    rows = logits[sampled].float() if len(sampled) < len(params) else logits.float()
+    temperature = torch.tensor([params[i].temperature for i in sampled], dtype=torch.float32, device=logits.device)
+    rows = rows / temperature.view(-1, *([1] * (rows.dim() - 1)))
+    values, indices = torch.topk(rows, max(ks), dim=-1)
+    noise = torch.full(values.shape, float("-inf"))
+    for j, (i, k) in enumerate(zip(sampled, ks)):
+        uniform = torch.rand((*values.shape[1:-1], k), generator=generators[i]).clamp_(1e-10, 1.0 - 1e-7)
+        noise[j, ..., :k] = uniform.log_().neg_().log_().neg_()
+    choice = (values + noise.to(values.device)).argmax(dim=-1, keepdim=True)
+    chosen = indices.gather(-1, choice).squeeze(-1)
+    if len(sampled) == len(params):
+        return chosen
+    picks[sampled] = chosen
+    return picks
