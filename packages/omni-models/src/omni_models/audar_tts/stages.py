@@ -87,10 +87,11 @@ def build_tts_engine(
 
 def build_vocoder(
     load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1, chunk_frames: int = 12
-) -> CodecVocoder:
+, max_batch_size: int | None = None) -> CodecVocoder:
     loader = Loader.create(load_format, model_path, seed, device, num_threads)
     quantizer = loader.get(components(), "codec.quantizer")
     return CodecVocoder(
+        max_batch_size=max_batch_size,
         model=MODEL, stage="vocoder", frontend=lambda first_chunk: quantizer.decode,
         decoder=loader.get(components(), "codec.decoder"),
         audio=AudioFormat(CODEC.sample_rate, CODEC.channels), device=loader.device, chunk_frames=chunk_frames,

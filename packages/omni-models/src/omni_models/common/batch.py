@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from .ar import ARModel, FrameState, check_context, new_positions
 from .limits import GenerationLimits
-from .sampling import SamplingParams, sample_rows
+from .sampling import GumbelNoise, SamplingParams, sample_rows
 from .transformer import KVCache, TransformerConfig
 
 #: Spans are multiples of this many positions (fewer size classes, less padding than powers of two).
@@ -109,7 +109,7 @@ class Row:
     owner: Any
     state: FrameState
     params: SamplingParams
-    generator: torch.Generator
+    noise: GumbelNoise
     span: int
     position: int = 0
     hidden: torch.Tensor | None = None
@@ -158,7 +158,7 @@ class DecodeBatch:
         pool = self.pools.get(span)
         if pool is None:
             pool = self.pools[span] = KVPool(self.model.decoder.config, span, self.device, self.dtype)
-        row = Row(owner, FrameState(self.config, limits), params, generator, span)
+        row = Row(owner, FrameState(self.config, limits), params, GumbelNoise(generator), span)
         cache = pool.add(row)
         try:
             row.hidden = self.model.decoder(prompt.to(self.device, self.dtype), cache)[0, -1]
@@ -198,10 +198,10 @@ class DecodeBatch:
         if blocked:
             logits[blocked, 0, c.eos] = float("-inf")
         params = [r.params for r in rows]
-        generators = [r.generator for r in rows]
-        codes = sample_rows(logits, params, generators)
+        noises = [r.noise for r in rows]
+        codes = sample_rows(logits, params, noises)
         if self.model.depth is not None:
-            codes = self._depth(rows, hidden, codes[:, 0], params, generators)
+            codes = self._depth(rows, hidden, codes[:, 0], params, noises)
         results = []
         feed: dict[Row, list[int]] = {}
         for row, codes_row in zip(rows, codes.tolist()):
@@ -215,7 +215,7 @@ class DecodeBatch:
             self._advance(feed)
         return results
 
-    def _depth(self, rows: list[Row], hidden: torch.Tensor, first: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator]) -> torch.Tensor:
+    def _depth(self, rows: list[Row], hidden: torch.Tensor, first: torch.Tensor, params: list[SamplingParams], noises: list[GumbelNoise]) -> torch.Tensor:
         """Codebooks 1..K-1 for the rows whose codebook 0 does not end them (the rest keep EOS)."""
         k = self.config.num_codebooks
         live = [i for i, code in enumerate(first.tolist()) if not rows[i].state.ends_at(code)]
@@ -223,9 +223,9 @@ class DecodeBatch:
         codes[:, 0] = first
         if live:
             live_params = [params[i] for i in live]
-            live_gens = [generators[i] for i in live]
+            live_noises = [noises[i] for i in live]
             index = torch.tensor(live, device=first.device)
-            codes[index] = self.model.depth.generate(hidden[index], first[index], lambda lg: sample_rows(lg, live_params, live_gens))
+            codes[index] = self.model.depth.generate(hidden[index], first[index], lambda lg: sample_rows(lg, live_params, live_noises))
         return codes
 
     def _advance(self, feed: dict[Row, list[int]]) -> None:

@@ -141,9 +141,10 @@ def build_tts_engine(
     )
 
 
-def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> CodecVocoder:
+def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1, max_batch_size: int | None = None) -> CodecVocoder:
     loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return CodecVocoder(
+        max_batch_size=max_batch_size,
         model=MODEL, stage="vocoder", frontend=FlowFrontend(loader.get(components(), "flow"), seed, loader.device),
         decoder=loader.get(components(), "hift"),
         audio=AudioFormat(MEL_VOCODER.sample_rate, MEL_VOCODER.channels), device=loader.device,

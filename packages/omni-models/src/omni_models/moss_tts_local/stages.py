@@ -91,10 +91,12 @@ def build_vocoder(
     device: str | None = None,
     num_threads: int | None = 1,
     codec_device: str | None = None,
+    max_batch_size: int | None = None,
 ) -> CodecVocoder:
     loader = Loader.create(load_format, model_path, seed, codec_placement(device, codec_device), num_threads)
     quantizer = loader.get(components(), "codec.quantizer")
     return CodecVocoder(
+        max_batch_size=max_batch_size,
         model=MODEL, stage="vocoder", frontend=lambda first_chunk: quantizer.decode,
         decoder=loader.get(components(), "codec.decoder"),
         audio=AudioFormat(CODEC.sample_rate, CODEC.channels), device=loader.device,
