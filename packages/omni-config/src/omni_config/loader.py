@@ -7,9 +7,9 @@ all problems of all layers are reported together.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic_core import ValidationError
@@ -23,10 +23,7 @@ from .suggest import did_you_mean
 from .validation import issues_from_validation_error
 
 if TYPE_CHECKING:
-    from . import records
     from .schema import PipelineConfig
-
-_Config = TypeVar("_Config")
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -35,31 +32,9 @@ MAX_EXTENDS_DEPTH = 16
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
     """A full pipeline file or a deployment file, with CLI overrides applied."""
-    return _load(path, overrides, _validate_model)
-
-
-def load_records(path: str | Path, overrides: Sequence[str] = ()) -> records.PipelineConfig:
-    """:func:`load_config` returning :mod:`omni_config.records` instead of pydantic models.
-
-    Same layering, rules and errors; for a short-lived process (``omni-compile``)
-    that only reads the config once and should not pay for building the
-    pydantic model classes.
-    """
-    from .core import validate_records
-
-    return _load(path, overrides, validate_records)
-
-
-def _validate_model(raw: Any) -> PipelineConfig:
-    from .schema import PipelineConfig
-
-    return PipelineConfig.model_validate(raw)
-
-
-def _load(path: str | Path, overrides: Sequence[str], validate: Callable[[Any], _Config]) -> _Config:
     with paused_gc():
         raw, issues = _load_layers(Path(path), chain=())
-        return _finish(raw, issues, overrides, validate)
+        return _finish(raw, issues, overrides)
 
 
 def load_model(name_or_path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
@@ -84,18 +59,10 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
 def raw_config(data: dict[str, Any], overrides: Sequence[str] = ()) -> PipelineConfig:
     """Validate an in-memory full config (already parsed YAML) with CLI overrides."""
     with paused_gc():
-        return _finish(copy.deepcopy(data), [], overrides, _validate_model)
+        return _finish(copy.deepcopy(data), [], overrides)
 
 
-def raw_records(data: dict[str, Any], overrides: Sequence[str] = ()) -> records.PipelineConfig:
-    """:func:`raw_config` returning :mod:`omni_config.records`."""
-    from .core import validate_records
-
-    with paused_gc():
-        return _finish(copy.deepcopy(data), [], overrides, validate_records)
-
-
-def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[str], validate: Callable[[Any], _Config]) -> _Config:
+def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[str]) -> PipelineConfig:
     pairs, parse_issues = parse_overrides(list(overrides))
     issues.extend(parse_issues)
     cli_layer: list[Override] = []
@@ -117,9 +84,11 @@ def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[
         seen[path] = override
         cli_layer.append(override)
     issues.extend(_apply_layer(raw, cli_layer))
+    from .schema import PipelineConfig
+
     config = None
     try:
-        config = validate(raw)
+        config = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
         issues.extend(issues_from_validation_error(exc, raw))
     if issues:
@@ -135,7 +104,8 @@ def _regroup_names(path: tuple[str, ...], raw: Any) -> tuple[str, ...]:
     stage or process unreachable from the command line.
     """
     if path[0] == "processes" and len(path) > 3:
-        return ("processes", ".".join(path[1:-1]), path[-1])
+        width = tiers.process_field_width(path)
+        return ("processes", ".".join(path[1:-width]), *path[-width:])
     if path[0] == "stages" and len(path) > 3 and isinstance(raw, dict) and isinstance(raw.get("stages"), list):
         names = {s["name"] for s in raw["stages"] if isinstance(s, dict) and isinstance(s.get("name"), str)}
         for end in range(len(path) - 1, 2, -1):  # the longest stage name wins
@@ -271,11 +241,24 @@ def _kind_of(path: tuple[str, ...]) -> tiers.ValueKind | None:
         if path[2] == "factory_args":
             return tiers.ValueKind.ANY
         return tiers.STAGE_DEPLOYMENT_FIELDS.get(field)
-    if root == "processes" and len(path) == 3:
-        return tiers.PROCESS_FIELDS.get(path[2])
+    if root == "processes" and len(path) >= 3:
+        found = tiers.process_field(path[2:])
+        if found is None:
+            return None
+        return tiers.process_field_kind(*found)
     if root == "placement" and len(path) == 2:
         return tiers.PLACEMENT_FIELDS.get(path[1])
     return None
+
+
+def _set_nested(entry: Any, keys: tuple[str, ...], value: Any) -> None:
+    """``entry[k0][k1]... = value``, creating maps on the way (a non-map in the way is left for validation to report)."""
+    for key in keys[:-1]:
+        if not isinstance(entry, dict):
+            return
+        entry = entry.setdefault(key, {})
+    if isinstance(entry, dict):
+        entry[keys[-1]] = value
 
 
 def _model_tier_issue(dotted: str, field: str, value: Any, source: str) -> ConfigIssue:
@@ -308,16 +291,16 @@ def _apply_layer(raw: dict[str, Any], layer: Sequence[Override]) -> list[ConfigI
             if issue:
                 issues.append(issue)
         elif root == "processes":
-            if len(path) != 3 or path[2] not in tiers.PROCESS_FIELDS:
-                field = path[2] if len(path) >= 3 else ""
-                issues.append(ConfigIssue(item.dotted, "unknown process field" if field else "processes settings name a process and a field", did_you_mean(field, tiers.PROCESS_FIELDS, "process fields") if field else "write processes.<process>.num_replicas", value=item.value, source=item.source))
+            found = tiers.process_field(path[2:]) if len(path) >= 3 else None
+            if found is None:
+                field = ".".join(path[2:])
+                known = (*tiers.PROCESS_FIELDS, *tiers.PROCESS_MAP_FIELDS)
+                issues.append(ConfigIssue(item.dotted, "unknown process field" if field else "processes settings name a process and a field", did_you_mean(field, known, "process fields") if field else "write processes.<process>.num_replicas", value=item.value, source=item.source))
                 continue
             processes = raw.setdefault("processes", {})
             if not isinstance(processes, dict):
                 processes = raw["processes"] = {}
-            entry = processes.setdefault(path[1], {})
-            if isinstance(entry, dict):
-                entry[path[2]] = item.value
+            _set_nested(processes.setdefault(path[1], {}), path[2:], item.value)
         elif root == "placement":
             if len(path) != 2 or path[1] not in tiers.PLACEMENT_FIELDS:
                 field = ".".join(path[1:])
