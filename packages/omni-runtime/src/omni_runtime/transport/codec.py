@@ -66,6 +66,8 @@ _EXT_BYTES = 3
 _TUPLE_MARK = msgspec.msgpack.Ext(_EXT_TUPLE, b"")
 _WHERE_INLINE = 0
 _WHERE_SHM = 1
+_WHERE_CHUNKED = 2
+"""A large tensor split into consecutive buffer frames (``index`` is the first); see ``chunk_bytes``."""
 
 _INT_MIN = -(1 << 63)
 _INT_MAX = (1 << 64) - 1
@@ -145,7 +147,7 @@ def _ext_hook(code: int, data: memoryview) -> Any:
             )
         if not isinstance(shape, list) or not all(type(d) is int and 0 <= d < (1 << 62) for d in shape):
             raise CodecError(f"malformed tensor shape {shape!r} in message")
-        if where not in (_WHERE_INLINE, _WHERE_SHM) or type(index) is not int or index < 0:
+        if where not in (_WHERE_INLINE, _WHERE_SHM, _WHERE_CHUNKED) or type(index) is not int or index < 0:
             raise CodecError(f"malformed tensor location {where!r}/{index!r} in message")
         return _TensorRef(dtype, tuple(shape), where, index)
     if code == _EXT_BYTES:
@@ -239,9 +241,13 @@ class Codec:
         limits: CodecLimits = CodecLimits(),
         shm_timeout: float | None = None,
         shm_mode: str = "copy",
+        chunk_bytes: int | None = None,
     ) -> None:
         if shm_threshold < 1:
             raise ValueError(f"shm_threshold={shm_threshold} must be >= 1 byte")
+        if chunk_bytes is not None and chunk_bytes < 1:
+            raise ValueError(f"chunk_bytes={chunk_bytes} must be >= 1 byte")
+        self.chunk_bytes = chunk_bytes
         self.pool = pool
         self.reader = reader
         self.shm_threshold = int(shm_threshold)
@@ -406,11 +412,19 @@ class Codec:
                 raise CodecError(f"{_path_str(path)}: more than {self.limits.max_shm_refs} shared-memory tensors in one message")
             st.refs.append([lease.ref.name, lease.ref.gen, lease.ref.nbytes])
             return msgspec.msgpack.Ext(_EXT_TENSOR, _tensor_ext_payload(name, shape, _WHERE_SHM, len(st.refs) - 1))
-        self._check_buffer(nbytes, st, path)
         if not x.is_cpu:
             x = x.cpu()
         if not x.is_contiguous():
             x = x.contiguous()
+        chunk = self.chunk_bytes
+        if chunk is not None and nbytes > chunk:  # no frame larger than chunk_bytes (a TCP hop between nodes)
+            whole = memoryview(_tensor_bytes(x)).cast("B")
+            first = len(st.buffers)
+            for start in range(0, nbytes, chunk):
+                self._check_buffer(min(chunk, nbytes - start), st, path)
+                st.buffers.append(whole[start : start + chunk])
+            return msgspec.msgpack.Ext(_EXT_TENSOR, _tensor_ext_payload(name, shape, _WHERE_CHUNKED, first))
+        self._check_buffer(nbytes, st, path)
         st.buffers.append(_tensor_bytes(x))
         return msgspec.msgpack.Ext(_EXT_TENSOR, _tensor_ext_payload(name, shape, _WHERE_INLINE, len(st.buffers) - 1))
 
@@ -553,6 +567,8 @@ class Codec:
         if len(ref.shape) > self.limits.max_ndim:
             raise CodecError(f"malformed message: tensor rank {len(ref.shape)} over the limit of {self.limits.max_ndim}")
         nbytes = math.prod(ref.shape) * ref.dtype.itemsize
+        if ref.where == _WHERE_CHUNKED:
+            return _join_chunks(ref, nbytes, bufs, used_bufs)
         if ref.where == _WHERE_INLINE:
             if ref.index >= len(bufs) or ref.index in used_bufs:
                 raise CodecError(f"malformed message: tensor buffer {ref.index} is out of range or reused")
@@ -577,6 +593,25 @@ class Codec:
             if nbytes == 0:
                 return torch.empty(ref.shape, dtype=ref.dtype)
             return flat.view(ref.dtype).view(ref.shape)
+
+
+def _join_chunks(ref: _TensorRef, nbytes: int, bufs: list[memoryview], used_bufs: set[int]) -> torch.Tensor:
+    """Copy the consecutive frames of a chunked tensor into one new tensor (frames must add up exactly)."""
+    out = torch.empty(nbytes, dtype=torch.uint8)
+    flat = out.numpy()
+    filled = 0
+    index = ref.index
+    while filled < nbytes:
+        if index >= len(bufs) or index in used_bufs:
+            raise CodecError(f"malformed message: chunked tensor needs {nbytes} bytes, frames end after {filled}")
+        used_bufs.add(index)
+        part = bufs[index]
+        if part.nbytes == 0 or filled + part.nbytes > nbytes:
+            raise CodecError(f"malformed message: chunk {index} of {part.nbytes} bytes does not fit a {nbytes}-byte tensor")
+        flat[filled : filled + part.nbytes] = part
+        filled += part.nbytes
+        index += 1
+    return out.view(ref.dtype).view(ref.shape) if nbytes else torch.empty(ref.shape, dtype=ref.dtype)
 
 
 def _tensor_bytes(x: torch.Tensor) -> memoryview | bytes:
