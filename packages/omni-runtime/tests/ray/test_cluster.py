@@ -137,3 +137,34 @@ def test_removing_a_node_fails_its_requests_fast_and_the_runtime_recovers(cluste
     assert result is not None, "the runtime did not recover after the node came back"
     assert result["nodes"]["c"] == new_node
     assert not {n for n in (a["name"] for a in omni_actors()) if n.startswith(f"omni:{run_id}:")}
+
+
+def test_omni_topology_backend_ray_prints_node_devices_and_hop_transports(cluster, tmp_path, capsys):
+    import yaml
+
+    from omni_runtime.cli import main
+
+    config = tmp_path / "three.yaml"
+    config.write_text(yaml.safe_dump({
+        "name": "three-nodes",
+        "stages": [
+            {"name": "a", "factory": "ray_stages:make", "process": "front", "next": "b"},
+            {"name": "b", "factory": "ray_stages:hold", "process": "middle", "next": "c"},
+            {"name": "c", "factory": "ray_stages:finish", "process": "back", "terminal": True},
+        ],
+        "processes": {"front": {"ray": {"resources": {"node_a": 1}}}, "back": {"ray": {"resources": {"node_b": 1}}}},
+        "process_local_edges": [],
+    }))
+    assert main(["topology", "--config", str(config), "--backend", "ray", "--device", "cpu", "--format", "json"]) == 0
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    nodes = {row["instance"]: row["node"] for row in report["instances"]}
+    assert nodes["front"] == "node_a" and nodes["back"] == "node_b"
+    hops = {(h["src"], h["dst"]): h["transport"] for h in report["edges"]}
+    assert hops[("front", "middle")] in ("ipc + shm", "tcp")  # middle is unpinned: either node may take it
+    assert hops[("@parent", "front")] == "tcp"  # the parent is the driver on the head node
+    assert hops[("middle", "back")] == ("ipc + shm" if nodes["middle"] == "node_b" else "tcp")
+    assert main(["topology", "--config", str(config), "--backend", "ray", "--device", "cpu"]) == 0
+    text = capsys.readouterr().out
+    assert "placed on Ray" in text and "node_b" in text and "front -> middle" in text

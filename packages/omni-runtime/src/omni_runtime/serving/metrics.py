@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -51,7 +51,20 @@ class ServingMetrics:
             registry=self.registry,
         )
         self.in_flight = Gauge("omni_requests_in_flight", "Speech requests being processed.", registry=self.registry)
+        self.transport: dict[str, dict[str, dict[str, int]]] = {}
         self.registry.register(_RuntimeCollector(queue_depths, health))
+        self.registry.register(_TransportCollector(lambda: self.transport))
+
+    async def refresh_transport(self, runtime: Any) -> None:
+        """Read the bytes sent per process, peer and transport (a cluster run asks its actors; bounded to 2 s)."""
+        import asyncio
+        import contextlib
+
+        getter = getattr(runtime, "transport_bytes", None)
+        if getter is None:
+            return
+        with contextlib.suppress(Exception):
+            self.transport = await asyncio.wait_for(getter(), 2.0)
 
     def observe_request(self, endpoint: str, status: int, seconds: float) -> None:
         self.requests.labels(endpoint=endpoint, status=str(status)).inc()
@@ -94,3 +107,21 @@ class _RuntimeCollector(Collector):
         yield GaugeMetricFamily(
             "omni_runtime_healthy", "1 when every process instance is ready.", value=1.0 if health.get("healthy") else 0.0
         )
+
+
+class _TransportCollector(Collector):
+    """Bytes each process sent to each peer, by transport (ipc, shm, tcp); filled with --backend ray."""
+
+    def __init__(self, snapshot: Callable[[], Mapping[str, Mapping[str, Mapping[str, int]]]]):
+        self._snapshot = snapshot
+
+    def describe(self) -> Iterable[CounterMetricFamily]:
+        return [CounterMetricFamily("omni_transport_bytes", "Bytes sent from process src to process dst over each transport.", labels=["src", "dst", "transport"])]
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        family = CounterMetricFamily("omni_transport_bytes", "Bytes sent from process src to process dst over each transport.", labels=["src", "dst", "transport"])
+        for src, peers in sorted(self._snapshot().items()):
+            for dst, counts in sorted(peers.items()):
+                for transport, value in sorted(counts.items()):
+                    family.add_metric([src, dst, transport], float(value))
+        yield family
