@@ -3,10 +3,10 @@
 A head node (where the test process is the driver and the runtime's parent)
 and two worker nodes offering the custom resources ``node_a`` and ``node_b``,
 each with its own raylet, object store and worker processes. Started once per
-session (it takes seconds). The ``ray`` nox session installs Ray and sets
-``OMNI_REQUIRE_RAY=1``, so a missing Ray fails there instead of skipping; in
-sessions without Ray the cluster tests are not collected (the placement rules
-in test_placement.py need no Ray and always run).
+module (it takes seconds; a test process is connected to one cluster at a
+time). The ``ray`` nox session installs Ray and sets ``OMNI_REQUIRE_RAY=1``,
+so a missing Ray fails there instead of skipping; in sessions without Ray the
+cluster tests are not collected (the placement and TCP tests need no Ray).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ if importlib.util.find_spec("ray") is None:
     collect_ignore_glob = ["test_cluster*.py"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster():
     from omni_runtime.raycluster.local import local_cluster
 
