@@ -51,12 +51,15 @@ def _parser() -> argparse.ArgumentParser:
     sub.required = True
     for name, formats, help_text in (
         ("validate", ("text", "json"), "check a config; print the process table (exit 0) or every error (exit 1)"),
-        ("show", ("text", "json", "mermaid", "dot"), "print the compiled topology: table, replicas, TP ranks, cross-process edges, GPU budget"),
+        ("show", ("text", "json", "mermaid", "dot", "html"), "print the compiled topology: table, replicas, TP ranks, cross-process edges, GPU budget "
+         "(--format html -o topology.html: a standalone page drawing it, for code review)"),
     ):
         cmd = sub.add_parser(name, help=help_text, description=help_text, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
         cmd.add_argument("config", metavar="FILE", help="a full pipeline file, a deployment file (extends:), or a registered model name")
         cmd.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
         cmd.add_argument("--gpus", type=int, metavar="N", help="check GPU ids against a machine with N GPUs")
+        if name == "show":
+            cmd.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout (the usual way with --format html)")
     schema = sub.add_parser("schema", help="print the JSON Schema of pipeline files", description="print the JSON Schema of pipeline files")
     schema.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     return parser
@@ -111,6 +114,8 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> int:
     except ConfigError as exc:
         _report(exc, as_json)
         return EXIT_INVALID
+    if args.format == "html" or getattr(args, "output", None):
+        return _write_output(args, topology)
     if as_json:
         print(render.to_json(topology))
     elif args.format == "mermaid":
@@ -122,6 +127,24 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> int:
         print(f"\nvalid: {args.config} ({len(topology.instances)} OS process(es), {len(topology.cross_process_edges)} cross-process edge(s))")
     else:
         print(render.text(topology))
+    return EXIT_OK
+
+
+def _write_output(args: argparse.Namespace, topology: object) -> int:
+    from . import render_html
+
+    formats = {"html": render_html.render, "json": render.to_json, "mermaid": render.mermaid, "dot": render.dot, "text": render.text}
+    text = formats[args.format](topology)
+    if not args.output or args.output == "-":
+        print(text)
+        return EXIT_OK
+    try:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        print(f"omni-compile: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {args.output} ({args.format}, {len(topology.instances)} OS process(es))", file=sys.stderr)
     return EXIT_OK
 
 
