@@ -21,6 +21,9 @@ class TextRequest:
     voice_index: int
     speed: float
     seed: int
+    temperature: float | None = None
+    """The request's own sampling temperature (None: the engine's ``factory_args`` default)."""
+    top_k: int | None = None
 
     def to_data(self) -> dict[str, Any]:
         """Plain codec types for ``StagePayload.data``."""
@@ -31,6 +34,8 @@ class TextRequest:
             "voice_index": self.voice_index,
             "speed": self.speed,
             "seed": self.seed,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
         }
 
     @classmethod
@@ -42,6 +47,8 @@ class TextRequest:
             voice_index=int(data["voice_index"]),
             speed=float(data["speed"]),
             seed=int(data["seed"]),
+            temperature=data.get("temperature"),
+            top_k=data.get("top_k"),
         )
 
 
@@ -65,4 +72,16 @@ def prepare_text_request(data: dict[str, Any], *, frame_rate: float, max_chars: 
         voice_index=voice_index(data.get("voice")),
         speed=speed,
         seed=request_seed(data),
+        **request_sampling(data),
     )
+
+
+def request_sampling(data: dict[str, Any]) -> dict[str, Any]:
+    """A request's optional ``temperature`` (>= 0; 0 is greedy) and ``top_k`` (>= 0; 0 keeps every
+    code), checked here so a bad value is the client's error before anything runs."""
+    temperature, top_k = data.get("temperature"), data.get("top_k")
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 10):
+        raise ValueError(f"temperature must be a number between 0 and 10, got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+        raise ValueError(f"top_k must be an integer >= 0, got {top_k!r}")
+    return {"temperature": None if temperature is None else float(temperature), "top_k": top_k}
