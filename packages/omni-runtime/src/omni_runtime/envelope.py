@@ -24,6 +24,7 @@ STARTUP_ERROR = "startup_error"  # worker -> parent: a factory (or import) faile
 RESULT = "result"  # worker -> parent: terminal payload
 OUT = "out"  # worker -> parent: a terminal stage's streamed output chunk
 ERROR = "error"  # worker -> parent: a stage failed this request
+PEERS = "peers"  # parent -> worker: where every process of the run listens (node and TCP address; Ray backend)
 
 # header keys ---------------------------------------------------------------
 KIND = "k"
@@ -34,6 +35,7 @@ BINDING = "b"  # replica binding of the request: group -> replica index
 TIMINGS = "t"  # stage -> seconds gathered so far along this path
 HAS_DATA = "p"  # a payload follows (a done signal may carry none)
 TEXT = "x"  # error message
+PARAM = "q"  # error: the request field a stage rejected (InvalidRequest); absent for stage failures
 
 
 def header(kind: str, rid: str = "", stage: str = "", src: str = "", binding: dict[str, int] | None = None,
