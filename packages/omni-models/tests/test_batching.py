@@ -307,3 +307,22 @@ def test_vocoder_batches_on_request_only_on_the_cpu():
     codes = torch.cat([c["codes"] for c in plain.emitted["tts_engine"]], dim=1)
     out = batched["vocoder"].process(StagePayload("r", {"codes": codes}), ctx)
     assert out.data["num_frames"] == codes.shape[1]
+
+
+def test_a_request_may_carry_its_own_sampling_parameters():
+    from omni_runtime.errors import InvalidRequest
+
+    stages = build_stages("higgs_tts")
+
+    def codes(data: dict) -> torch.Tensor:
+        result = synthesize("higgs_tts", {"text": "Per-request sampling.", **data}, stages=stages)
+        return torch.cat([c["codes"] for c in result.emitted["tts_engine"]], dim=1)
+
+    greedy = [codes({"temperature": 0, "seed": s}) for s in (1, 2)]
+    sampled = [codes({"seed": s}) for s in (1, 2)]
+    assert torch.equal(greedy[0][:, :4], greedy[1][:, :4]), "greedy decoding must not depend on the seed"
+    assert not torch.equal(sampled[0][:, :4], sampled[1][:, :4])
+    for field, bad in (("temperature", -1), ("temperature", "hot"), ("top_k", 2.5), ("top_k", True)):
+        with pytest.raises(InvalidRequest) as err:
+            synthesize("higgs_tts", {"text": "x", field: bad}, stages=stages)
+        assert err.value.param == field

@@ -467,7 +467,8 @@ def _known_error_text(exc: BaseException) -> str:
 
 def _format_from_suffix(output: str) -> str:
     suffix = Path(output).suffix.lower()
-    return {".wav": "wav", ".flac": "flac", ".pcm": "pcm", ".raw": "pcm"}.get(suffix, "wav")
+    formats = {".wav": "wav", ".flac": "flac", ".pcm": "pcm", ".raw": "pcm", ".mp3": "mp3", ".opus": "opus", ".ogg": "opus", ".aac": "aac"}
+    return formats.get(suffix, "wav")
 
 
 def _write_atomic(path: Path, payload: bytes) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from omni_runtime.errors import InvalidRequest
+
 from .audio import voice_index
 from .limits import GenerationLimits, check_speed, limits_for_text
 from .sampling import request_seed
@@ -81,7 +83,7 @@ def request_sampling(data: dict[str, Any]) -> dict[str, Any]:
     code), checked here so a bad value is the client's error before anything runs."""
     temperature, top_k = data.get("temperature"), data.get("top_k")
     if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 10):
-        raise ValueError(f"temperature must be a number between 0 and 10, got {temperature!r}")
+        raise InvalidRequest(f"temperature must be a number between 0 and 10, got {temperature!r}", param="temperature")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
-        raise ValueError(f"top_k must be an integer >= 0, got {top_k!r}")
+        raise InvalidRequest(f"top_k must be an integer >= 0, got {top_k!r}", param="top_k")
     return {"temperature": None if temperature is None else float(temperature), "top_k": top_k}
