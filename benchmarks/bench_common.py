@@ -36,7 +36,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 STAGES = ("s1", "s2", "s3", "s4")
 HOPS = ("submit->s1", "s1->s2", "s2->s3", "s3->s4", "s4->result")
-WARMUP = 300
+WARMUP = int(os.environ.get("OMNI_BENCH_WARMUP", "300"))
 """Requests every contender gets before each measured point (sockets, code paths, allocators, Ray's workers)."""
 CLIP_SAMPLES = 240
 SAMPLE_RATE = 24000
@@ -58,7 +58,7 @@ class NoOpStage:
             self.clip = torch.zeros(CLIP_SAMPLES)
 
     async def process(self, payload: Any) -> Any:
-        payload.data["t"].append(time.monotonic_ns())
+        payload.data.setdefault("t", []).append(time.monotonic_ns())  # an HTTP request starts without stamps
         if self.terminal:
             payload.data["audio"] = self.clip
             payload.data["sample_rate"] = SAMPLE_RATE
@@ -266,8 +266,10 @@ def _pcm_bytes(data: dict[str, Any]) -> bytes:
     return (np.asarray(data["audio"], dtype=np.float32) * 32767).astype("<i2").tobytes()
 
 
-def measure_ray_serve(concurrencies: tuple[int, ...], requests: int, hop_requests: int) -> tuple[dict[str, list[float]], dict[int, Load], dict[int, Load]]:
-    """Ray Serve: hops and load through the handle, then load through its HTTP proxy."""
+def measure_ray_serve(
+    concurrencies: tuple[int, ...], requests: int, hop_requests: int, http: bool = True
+) -> tuple[dict[str, list[float]], dict[int, Load], dict[int, Load]]:
+    """Ray Serve: hops and load through the handle, then (``http``) load through its HTTP proxy."""
     from ray import serve
     from starlette.requests import Request
     from starlette.responses import Response
@@ -315,6 +317,8 @@ def measure_ray_serve(concurrencies: tuple[int, ...], requests: int, hop_request
             return await measure_hops(one, hop_requests), await warm_and_load(one, concurrencies, requests)
 
         hops, loads = asyncio.run(measure())
+        if not http:
+            return hops, loads, {}
         url = f"http://127.0.0.1:{port}/v1/audio/speech"
         wait_http(url)
         return hops, loads, http_load(url, concurrencies, requests)

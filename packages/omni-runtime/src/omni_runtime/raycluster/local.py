@@ -44,8 +44,14 @@ class LocalCluster:
 
 
 @contextlib.contextmanager
-def local_cluster(nodes: dict[str, dict[str, float]], head_cpus: float = 1, object_store_bytes: int = 80 << 20, connect: bool = True) -> Iterator[LocalCluster]:
-    """Start a head node and ``nodes`` (name -> custom resources); connect this process as the driver."""
+def local_cluster(
+    nodes: dict[str, dict[str, float]],
+    head_cpus: float = 1,
+    object_store_bytes: int = 80 << 20,
+    connect: bool = True,
+    head_resources: dict[str, float] | None = None,
+) -> Iterator[LocalCluster]:
+    """Start a head node (with ``head_resources``) and ``nodes`` (name -> custom resources); connect this process as the driver."""
     for key, value in _ENV.items():
         os.environ.setdefault(key, value)
     import ray
@@ -55,6 +61,7 @@ def local_cluster(nodes: dict[str, dict[str, float]], head_cpus: float = 1, obje
         initialize_head=True,
         head_node_args={
             "num_cpus": head_cpus,
+            "resources": dict(head_resources or {}),
             "node_ip_address": LOOPBACK,
             "object_store_memory": object_store_bytes,
             "include_dashboard": False,
