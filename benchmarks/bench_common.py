@@ -41,6 +41,8 @@ WARMUP = int(os.environ.get("OMNI_BENCH_WARMUP", "300"))
 CLIP_SAMPLES = 240
 SAMPLE_RATE = 24000
 LOOPBACK_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+for _key, _value in LOOPBACK_ENV.items():  # before anything imports ray: Ray reads them at import
+    os.environ.setdefault(_key, _value)
 
 
 # -- the no-op stage (imported by omni's workers as bench_common:build_noop) ------------------

@@ -6,15 +6,11 @@ Collected only where Ray is installed (the ``ray`` nox session, which sets
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import pytest
 
-if importlib.util.find_spec("ray") is None:
-    if os.environ.get("OMNI_REQUIRE_RAY") == "1":
-        raise RuntimeError("OMNI_REQUIRE_RAY=1 but ray is not installed: pip install 'omni-runtime[ray]'")
-    collect_ignore_glob = ["test_*.py"]
+from omni_runtime.raycluster.local import tests_to_skip
+
+collect_ignore_glob = tests_to_skip(["test_*.py"])
 
 
 @pytest.fixture(scope="module")

@@ -11,21 +11,18 @@ cluster tests are not collected (the placement and TCP tests need no Ray).
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
+from omni_runtime.raycluster.local import tests_to_skip
+
 HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)  # ray_stages, for the driver and (through its sys.path) the actors
 
-if importlib.util.find_spec("ray") is None:
-    if os.environ.get("OMNI_REQUIRE_RAY") == "1":
-        raise RuntimeError("OMNI_REQUIRE_RAY=1 but ray is not installed: pip install 'omni-runtime[ray]'")
-    collect_ignore_glob = ["test_cluster*.py"]
+collect_ignore_glob = tests_to_skip(["test_cluster*.py"])
 
 
 @pytest.fixture(scope="module")

@@ -54,12 +54,14 @@ def connect(address: str | None) -> bool:
 
     A driver that is already connected (``ray.init`` called by the program) is reused as is.
     """
+    for key, value in _LOOPBACK.items():
+        os.environ.setdefault(key, value)
+    if not address:  # a private one-node Ray: every address on loopback (read by Ray when it is first imported)
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
 
     if ray.is_initialized():
         return False
-    for key, value in _LOOPBACK.items():
-        os.environ.setdefault(key, value)
     if address:
         ray.init(address=address, namespace=NAMESPACE, logging_level="WARNING")
         return False

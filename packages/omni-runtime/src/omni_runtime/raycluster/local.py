@@ -55,6 +55,13 @@ def local_cluster(
     for key, value in _ENV.items():
         os.environ.setdefault(key, value)
     import ray
+    from ray._private import ray_constants
+
+    if ray_constants.ENABLE_RAY_CLUSTER:  # Ray was imported before the variable was set: it would use the host's address
+        raise RuntimeError(
+            "ray was imported before RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 was set, so its nodes would not stay on 127.0.0.1; "
+            "set it in the environment (or import omni_runtime.raycluster.local before ray)"
+        )
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(
@@ -79,3 +86,18 @@ def local_cluster(
         if ray.is_initialized():
             ray.shutdown()
         cluster.shutdown()
+
+
+def tests_to_skip(patterns: list[str]) -> list[str]:
+    """pytest ``collect_ignore_glob`` for the tests that need Ray: ``patterns`` when Ray is not installed.
+
+    Under ``OMNI_REQUIRE_RAY=1`` (the ``ray`` nox session) a missing Ray is an error instead,
+    so the session that exists to run these tests can never pass without running them.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is not None:
+        return []
+    if os.environ.get("OMNI_REQUIRE_RAY") == "1":
+        raise RuntimeError("OMNI_REQUIRE_RAY=1 but ray is not installed: pip install 'omni-runtime[ray]'")
+    return list(patterns)
