@@ -53,9 +53,6 @@ class KVCache:
     def advance(self, t: int) -> None:
         self.length += t
 
-    def reset(self) -> None:
-        self.length = 0
-
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-6):
