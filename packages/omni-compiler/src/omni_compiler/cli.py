@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"omni-compile {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{validate,show,schema}")
     sub.required = True
     for name, formats, help_text in (
