@@ -22,11 +22,16 @@ def _variants(higgs):
             "--processes.pipeline.num_replicas", "2", "--processes.pipeline.replica_devices", "2,3,4,5",
             "--stages.vocoder.process", "pipeline",
         ]),
+        "ray": compiled(higgs, [
+            "--processes.vocoder.ray.resources.node_b", "1", "--processes.vocoder.ray.num_cpus", "0.5",
+            "--stages.tts_engine.tp_size", "2", "--stages.tts_engine.gpu", "0,1",
+            "--processes.pipeline.ray.label_selector.zone", "a",
+        ]),
         "cpu": compiled({"stages": [{"name": "a", "factory": "m.x:a", "next": "b"}, {"name": "b", "factory": "m.x:b", "terminal": True}]}),
     }
 
 
-@pytest.mark.parametrize("variant", ["plain", "tp", "replicas", "tp+replicas", "cpu"])
+@pytest.mark.parametrize("variant", ["plain", "tp", "replicas", "tp+replicas", "ray", "cpu"])
 def test_json_round_trip(higgs, variant):
     topology = _variants(higgs)[variant]
     text = topology.to_json()
@@ -90,3 +95,16 @@ def test_compile_file_equals_compile_of_load(higgs):
     path = FIXTURES / "higgs_tts.yaml"
     assert compile_file(path) == compiled(higgs)
     assert compile_file(path, ["--stages.vocoder.gpu", "1"], num_gpus=2) == compiled(higgs, ["--stages.vocoder.gpu", "1"], num_gpus=2)
+
+
+def test_ray_placement_travels_as_plain_data_to_every_rank(higgs):
+    """processes.<P>.ray reaches the runtime in the topology (the compiler never imports Ray)."""
+    topology = _variants(higgs)["ray"]
+    assert topology.process("vocoder").ray == {"resources": {"node_b": 1.0}, "num_cpus": 0.5}
+    assert [p.ray for p in topology.processes if p.declared_process == "pipeline"] == [{"label_selector": {"zone": "a"}}] * 2
+    assert topology.process("tts_frontend").ray == {}
+    from omni_compiler import render
+
+    text = render.text(topology)
+    assert "ray placement (used by --backend ray):" in text
+    assert "vocoder: resources {node_b: 1}, num_cpus 0.5" in text

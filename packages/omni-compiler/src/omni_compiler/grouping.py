@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from omni_config import ConfigIssue
 from omni_config.suggest import did_you_mean
@@ -46,8 +46,9 @@ def group(config: PipelineConfig, issues: list[ConfigIssue]) -> Grouping:
         plain = tuple(s.name for s in members if s.tp_size == 1)
         num_replicas = config.processes[name].num_replicas if name in config.processes else 1
         replicated_by = name if name in config.processes else None
+        ray = _ray_placement(config.processes[name]) if name in config.processes else {}
         if plain:
-            processes.append(CompiledProcess(name, plain, name, None, 1, num_replicas, replicated_by))
+            processes.append(CompiledProcess(name, plain, name, None, 1, num_replicas, replicated_by, ray))
         if tp_stages:
             tp = tp_stages[0]
             for rank in range(tp.tp_size):
@@ -56,7 +57,7 @@ def group(config: PipelineConfig, issues: list[ConfigIssue]) -> Grouping:
                     issues.append(ConfigIssue(
                         f"stages.{tp.name}.tp_size", f"tensor parallelism names the rank process '{rank_name}', which is already a declared process",
                         f"rename the process '{rank_name}' or give {tp.name} another process name", value=tp.tp_size))
-                processes.append(CompiledProcess(rank_name, (tp.name,), name, rank, tp.tp_size, num_replicas, replicated_by))
+                processes.append(CompiledProcess(rank_name, (tp.name,), name, rank, tp.tp_size, num_replicas, replicated_by, ray))
         for s in members:
             if s.gpu is not None and len(s.gpu_ids) != s.tp_size:
                     issues.append(ConfigIssue(
@@ -138,3 +139,18 @@ def _device_groups(config: PipelineConfig, declared: dict[str, list[StageConfig]
 
 def reserved_tp_name(name: str) -> bool:
     return bool(_TP_NAME.search(name))
+
+
+def _ray_placement(settings: Any) -> dict[str, Any]:
+    """The keys of ``processes.<P>.ray`` that are set, as plain data (the compiler never imports Ray)."""
+    ray = getattr(settings, "ray", None)
+    if ray is None:
+        return {}
+    out: dict[str, Any] = {}
+    if ray.resources:
+        out["resources"] = dict(ray.resources)
+    if ray.num_cpus is not None:
+        out["num_cpus"] = ray.num_cpus
+    if ray.label_selector:
+        out["label_selector"] = dict(ray.label_selector)
+    return out

@@ -39,6 +39,13 @@ def text(topology: CompiledTopology) -> str:
             ranks = [p.name for p in topology.processes if p.tp_rank is not None and stage.name in p.stages]
             lines.append(f"  {stage.name}: tp_size {stage.tp_size}, one OS process per rank: {', '.join(ranks)}")
         parts.append("\n".join(lines))
+    ray_placed = [p for p in topology.processes if p.ray]
+    if ray_placed:
+        lines = ["", "ray placement (used by --backend ray):"]
+        for process in ray_placed:
+            asks = ", ".join(f"{key} {_plain_map(value)}" for key, value in process.ray.items())
+            lines.append(f"  {process.name}: {asks}")
+        parts.append("\n".join(lines))
     cross = topology.cross_process_edges
     lines = ["", f"cross-process edges ({len(cross)}):"]
     if cross:
@@ -126,3 +133,9 @@ def _stage_nodes(topology: CompiledTopology, stage: str) -> list[str]:
             suffix = f"_tp{process.tp_rank}" if process.tp_rank is not None else ""
             nodes.append(_node_id(stage + suffix))
     return nodes
+
+
+def _plain_map(value: object) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}" for k, v in value.items()) + "}"
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -47,6 +47,8 @@ class CompiledProcess:
     num_replicas: int = 1
     replicated_by: str | None = None
     """The ``processes.<name>`` entry that replicates or moves this group, if any."""
+    ray: dict[str, Any] = field(default_factory=dict)
+    """``processes.<name>.ray`` as plain data (only the keys set): placement for the Ray backend."""
 
 
 @dataclass(frozen=True)

@@ -270,6 +270,75 @@ CORE_SCHEMA = {
                                             'default': None,
                                         },
                                     },
+                                    'ray': {
+                                        'type': 'model-field',
+                                        'schema': {
+                                            'type': 'default',
+                                            'schema': {
+                                                'type': 'model',
+                                                'cls': records.RayPlacementConfig,
+                                                'schema': {
+                                                    'type': 'model-fields',
+                                                    'fields': {
+                                                        'resources': {
+                                                            'type': 'model-field',
+                                                            'schema': {
+                                                                'type': 'default',
+                                                                'schema': {
+                                                                    'type': 'dict',
+                                                                    'keys_schema': {
+                                                                        'type': 'function-after',
+                                                                        'function': {'type': 'no-info', 'function': rules.ray_resource_name},
+                                                                        'schema': {'type': 'str'},
+                                                                    },
+                                                                    'values_schema': {
+                                                                        'type': 'function-after',
+                                                                        'function': {'type': 'no-info', 'function': rules.ray_resource_amount},
+                                                                        'schema': {'type': 'float', 'gt': 0},
+                                                                    },
+                                                                },
+                                                                'default_factory': dict,
+                                                                'default_factory_takes_data': False,
+                                                            },
+                                                        },
+                                                        'num_cpus': {
+                                                            'type': 'model-field',
+                                                            'schema': {
+                                                                'type': 'default',
+                                                                'schema': {'type': 'nullable', 'schema': {'type': 'float', 'ge': 0}},
+                                                                'default': None,
+                                                            },
+                                                        },
+                                                        'label_selector': {
+                                                            'type': 'model-field',
+                                                            'schema': {
+                                                                'type': 'default',
+                                                                'schema': {
+                                                                    'type': 'dict',
+                                                                    'keys_schema': {
+                                                                        'type': 'function-after',
+                                                                        'function': {'type': 'no-info', 'function': rules.ray_label_key},
+                                                                        'schema': {'type': 'str'},
+                                                                    },
+                                                                    'values_schema': {'type': 'str'},
+                                                                },
+                                                                'default_factory': dict,
+                                                                'default_factory_takes_data': False,
+                                                            },
+                                                        },
+                                                    },
+                                                    'model_name': 'RayPlacementConfig',
+                                                    'computed_fields': [],
+                                                },
+                                                'custom_init': False,
+                                                'root_model': False,
+                                                'config': {'extra_fields_behavior': 'forbid', 'title': 'RayPlacementConfig'},
+                                                'ref': 'RayPlacementConfig',
+                                            },
+                                            'default_factory': records.constant(records.make(records.RayPlacementConfig, resources={}, num_cpus=None, label_selector={})),
+                                            'default_factory_takes_data': False,
+                                        },
+                                    },
                                 },
                                 'model_name': 'ProcessConfig',
                                 'computed_fields': [],
@@ -379,7 +448,8 @@ MODEL_FIELDS = {
         'tp_size',
         'runtime',
     ),
-    'ProcessConfig': ('num_replicas', 'replica_devices'),
+    'RayPlacementConfig': ('resources', 'num_cpus', 'label_selector'),
+    'ProcessConfig': ('num_replicas', 'replica_devices', 'ray'),
     'PlacementConfig': (
         'max_total_gpu_memory_fraction_per_gpu',
         'require_memory_fraction_for_colocation',

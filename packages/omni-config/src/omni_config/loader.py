@@ -135,7 +135,8 @@ def _regroup_names(path: tuple[str, ...], raw: Any) -> tuple[str, ...]:
     stage or process unreachable from the command line.
     """
     if path[0] == "processes" and len(path) > 3:
-        return ("processes", ".".join(path[1:-1]), path[-1])
+        width = tiers.process_field_width(path)
+        return ("processes", ".".join(path[1:-width]), *path[-width:])
     if path[0] == "stages" and len(path) > 3 and isinstance(raw, dict) and isinstance(raw.get("stages"), list):
         names = {s["name"] for s in raw["stages"] if isinstance(s, dict) and isinstance(s.get("name"), str)}
         for end in range(len(path) - 1, 2, -1):  # the longest stage name wins
@@ -271,11 +272,24 @@ def _kind_of(path: tuple[str, ...]) -> tiers.ValueKind | None:
         if path[2] == "factory_args":
             return tiers.ValueKind.ANY
         return tiers.STAGE_DEPLOYMENT_FIELDS.get(field)
-    if root == "processes" and len(path) == 3:
-        return tiers.PROCESS_FIELDS.get(path[2])
+    if root == "processes" and len(path) >= 3:
+        found = tiers.process_field(path[2:])
+        if found is None:
+            return None
+        return tiers.process_field_kind(*found)
     if root == "placement" and len(path) == 2:
         return tiers.PLACEMENT_FIELDS.get(path[1])
     return None
+
+
+def _set_nested(entry: Any, keys: tuple[str, ...], value: Any) -> None:
+    """``entry[k0][k1]... = value``, creating maps on the way (a non-map in the way is left for validation to report)."""
+    for key in keys[:-1]:
+        if not isinstance(entry, dict):
+            return
+        entry = entry.setdefault(key, {})
+    if isinstance(entry, dict):
+        entry[keys[-1]] = value
 
 
 def _model_tier_issue(dotted: str, field: str, value: Any, source: str) -> ConfigIssue:
@@ -308,16 +322,16 @@ def _apply_layer(raw: dict[str, Any], layer: Sequence[Override]) -> list[ConfigI
             if issue:
                 issues.append(issue)
         elif root == "processes":
-            if len(path) != 3 or path[2] not in tiers.PROCESS_FIELDS:
-                field = path[2] if len(path) >= 3 else ""
-                issues.append(ConfigIssue(item.dotted, "unknown process field" if field else "processes settings name a process and a field", did_you_mean(field, tiers.PROCESS_FIELDS, "process fields") if field else "write processes.<process>.num_replicas", value=item.value, source=item.source))
+            found = tiers.process_field(path[2:]) if len(path) >= 3 else None
+            if found is None:
+                field = ".".join(path[2:])
+                known = (*tiers.PROCESS_FIELDS, *tiers.PROCESS_MAP_FIELDS)
+                issues.append(ConfigIssue(item.dotted, "unknown process field" if field else "processes settings name a process and a field", did_you_mean(field, known, "process fields") if field else "write processes.<process>.num_replicas", value=item.value, source=item.source))
                 continue
             processes = raw.setdefault("processes", {})
             if not isinstance(processes, dict):
                 processes = raw["processes"] = {}
-            entry = processes.setdefault(path[1], {})
-            if isinstance(entry, dict):
-                entry[path[2]] = item.value
+            _set_nested(processes.setdefault(path[1], {}), path[2:], item.value)
         elif root == "placement":
             if len(path) != 2 or path[1] not in tiers.PLACEMENT_FIELDS:
                 field = ".".join(path[1:])

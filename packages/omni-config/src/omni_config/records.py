@@ -81,6 +81,10 @@ class StageConfig(Record, StageViews):
     __slots__ = ()
 
 
+class RayPlacementConfig(Record):
+    __slots__ = ()
+
+
 class ProcessConfig(Record):
     __slots__ = ()
 

@@ -74,3 +74,37 @@ def replica_devices(value: Any) -> Any:
     if isinstance(value, list) and any(isinstance(v, int) and not isinstance(v, bool) and v < 0 for v in value):
         raise ValueError("GPU ids must be integers >= 0")
     return value
+
+
+#: Resources Ray asks for by their own keyword (``num_cpus``) or that omni derives (GPUs from the stages).
+RAY_RESERVED_RESOURCES = {
+    "CPU": "use processes.<process>.ray.num_cpus",
+    "GPU": "GPUs come from the stages' gpu / tp_size and memory fractions; remove it here",
+    "memory": "remove it; omni does not reserve heap memory",
+    "object_store_memory": "remove it; omni sends no payload through Ray's object store",
+}
+_RAY_RESOURCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:\-]{0,127}$")
+_RAY_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def ray_resource_name(value: Any) -> str:
+    """A custom Ray resource (``node_b``); the built-in ones have their own fields."""
+    if value in RAY_RESERVED_RESOURCES:
+        raise ValueError(f"'{value}' is a built-in Ray resource, not a custom one: {RAY_RESERVED_RESOURCES[value]}")
+    if not isinstance(value, str) or not _RAY_RESOURCE.match(value):
+        raise ValueError("a Ray resource name starts with a letter or '_' and holds letters, digits, '_', '.', ':' or '-' (at most 128)")
+    return value
+
+
+def ray_resource_amount(value: Any) -> Any:
+    """Ray accepts a fraction of one unit or whole units, never 1.5."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1 and value != int(value):
+        raise ValueError(f"Ray resource amounts above 1 must be whole numbers, got {value}")
+    return value
+
+
+def ray_label_key(value: Any) -> str:
+    """A node label key as Ray (and Kubernetes) write them: ``[prefix/]name``."""
+    if not isinstance(value, str) or not _RAY_LABEL_KEY.match(value):
+        raise ValueError("a Ray label key is [dns-prefix/]name, the name 1-63 letters, digits, '-', '_' or '.' (e.g. ray.io/accelerator-type)")
+    return value

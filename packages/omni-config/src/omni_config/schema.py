@@ -19,6 +19,9 @@ ProcessName = Annotated[str, AfterValidator(rules.process_name)]
 StageName = Annotated[str, AfterValidator(rules.stage_name)]
 DottedPath = Annotated[str, AfterValidator(rules.dotted_path)]
 GpuSpec = Annotated[int | list[int] | None, BeforeValidator(rules.gpu_spec)]
+RayResourceName = Annotated[str, AfterValidator(rules.ray_resource_name)]
+RayResourceAmount = Annotated[float, Field(gt=0), AfterValidator(rules.ray_resource_amount)]
+RayLabelKey = Annotated[str, AfterValidator(rules.ray_label_key)]
 DeviceList = Annotated[list[int] | None, BeforeValidator(rules.replica_devices, json_schema_input_type=int | list[int] | None)]
 
 
@@ -60,12 +63,27 @@ class StageConfig(_Frozen, StageViews):
     runtime: StageRuntimeConfig = Field(default_factory=StageRuntimeConfig)
 
 
+class RayPlacementConfig(_Frozen):
+    """Where the Ray backend may place a process's actors; the local backend ignores it (with a notice)."""
+
+    resources: dict[RayResourceName, RayResourceAmount] = Field(
+        default_factory=dict,
+        description="Custom Ray resources each instance asks for, e.g. {node_b: 1} to pin it to the nodes that offer node_b.",
+    )
+    num_cpus: float | None = Field(default=None, ge=0, description="CPUs each instance reserves on its node (Ray's default for actors: 0 while running).")
+    label_selector: dict[RayLabelKey, str] = Field(
+        default_factory=dict,
+        description="Ray node labels the node must match, e.g. {ray.io/accelerator-type: H100} or {zone: 'in(a,b)'}.",
+    )
+
+
 class ProcessConfig(_Frozen):
     num_replicas: int = Field(default=1, ge=1, description="Instances of the whole process; each request keeps one.")
     replica_devices: DeviceList = Field(
         default=None,
         description="num_replicas * tp_size GPU ids, one consecutive group per replica. Moves the process even with num_replicas: 1.",
     )
+    ray: RayPlacementConfig = Field(default_factory=RayPlacementConfig, description="Placement on a Ray cluster (omni serve --backend ray).")
 
 
 class PlacementConfig(_Frozen):

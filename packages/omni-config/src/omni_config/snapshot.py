@@ -27,6 +27,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     schema.ResourcesConfig,
     schema.StageRuntimeConfig,
     schema.StageConfig,
+    schema.RayPlacementConfig,
     schema.ProcessConfig,
     schema.PlacementConfig,
     schema.ProcessLocalEdge,

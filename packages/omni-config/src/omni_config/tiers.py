@@ -28,7 +28,44 @@ STAGE_DEPLOYMENT_FIELDS: dict[str, ValueKind] = {
     "runtime.resources.total_gpu_memory_fraction": ValueKind.SCALAR,
 }
 STAGE_MODEL_FIELDS = ("name", "factory", "next", "terminal", "stream_to", "wait_for", "merge_fn", "route_fn", "env")
-PROCESS_FIELDS: dict[str, ValueKind] = {"num_replicas": ValueKind.SCALAR, "replica_devices": ValueKind.ID_LIST}
+PROCESS_FIELDS: dict[str, ValueKind] = {
+    "num_replicas": ValueKind.SCALAR,
+    "replica_devices": ValueKind.ID_LIST,
+    "ray.num_cpus": ValueKind.SCALAR,
+}
+#: Process fields that are maps: ``processes.P.ray.resources.node_b 1`` sets one key (typed by the kind).
+PROCESS_MAP_FIELDS: dict[str, ValueKind] = {"ray.resources": ValueKind.SCALAR, "ray.label_selector": ValueKind.TEXT}
+
+#: Process fields that group others (``ray: {...}`` in a file, or a whole YAML value on the command line).
+PROCESS_GROUPS = ("ray",)
+
+
+def process_field_kind(field: str, key: str | None) -> ValueKind:
+    if key is not None:
+        return PROCESS_MAP_FIELDS[field]
+    return PROCESS_FIELDS.get(field, ValueKind.ANY)
+
+
+def process_field(parts: tuple[str, ...]) -> tuple[str, str | None] | None:
+    """``(field, map key)`` of a process setting's path after the process name, or None when unknown.
+
+    ``("num_replicas",)`` -> ``("num_replicas", None)``; ``("ray", "resources", "node_b")`` ->
+    ``("ray.resources", "node_b")``.
+    """
+    dotted = ".".join(parts)
+    if dotted in PROCESS_FIELDS or dotted in PROCESS_MAP_FIELDS or dotted in PROCESS_GROUPS:
+        return dotted, None
+    if len(parts) >= 2 and ".".join(parts[:-1]) in PROCESS_MAP_FIELDS:
+        return ".".join(parts[:-1]), parts[-1]
+    return None
+
+
+def process_field_width(path: tuple[str, ...]) -> int:
+    """How many trailing parts of ``processes.<name...>.<field...>`` are the field (names may contain dots)."""
+    for width in (3, 2):
+        if len(path) > width + 1 and process_field(path[-width:]) is not None:
+            return width
+    return 1
 PLACEMENT_FIELDS: dict[str, ValueKind] = {
     "max_total_gpu_memory_fraction_per_gpu": ValueKind.SCALAR,
     "require_memory_fraction_for_colocation": ValueKind.SCALAR,
