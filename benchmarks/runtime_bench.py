@@ -4,7 +4,7 @@ Prints one table; every ratio is measured in this run, on this machine.
 
 (a) cross-process tensor throughput, 1 KiB .. 256 MiB, against an in-process
     ``torch.clone`` baseline (rows from ``runtime_bench_transport.transport_rows``:
-    ``copy`` = the receiver copies out of shared memory, ``view`` = zero-copy view;
+    ``copy`` = the receiver copies out of shared memory (the runtime's only mode);
     target: copy >= 50% of the baseline bandwidth from 16 MiB up).
 (b) per-hop latency of a 4-stage no-op pipeline, grouped in one process vs
     split into four, p50 and p99 per hop (target: cross-process hop < 250 us p50).
@@ -223,7 +223,7 @@ def transport_section(trials: int) -> tuple[list[list[str]], str | None]:
         size = row["size"]
         label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
         in_target = size >= transport.TARGET_FROM
-        for mode in ("copy", "view"):
+        for mode in transport.MODES:
             ratio = row[f"{mode}_ratio"]
             verdict = ("PASS" if ratio >= transport.TARGET_RATIO else "MISS") if in_target and mode == "copy" else ""
             target = f">= {transport.TARGET_RATIO:g}x from {transport.TARGET_FROM >> 20} MiB" if in_target and mode == "copy" else ""

@@ -9,16 +9,9 @@ receiver decodes every message and touches the data (reads one byte of every
 the last message of a round it replies with that checksum, which the sender
 verifies. Throughput = bytes sent / time from the first send to the reply.
 
-Three receiver modes are measured (see ``omni_runtime.transport.shm``):
-
-* ``copy`` (the default of ``Message.payload()``): the receiver copies the
-  bytes out and releases the segment at once, the sender reuses it (sender
-  copy + receiver copy);
-* ``view``: a zero-copy view over a reused segment, released when the tensor
-  is freed (pins the sender's budget meanwhile; sender copy only);
-* ``adopt``: the receiver takes the segment memory over (zero copies on its
-  side; the sender creates a fresh segment per message and forgets it once
-  adopted).
+The receiver copies the bytes out and releases the segment at once, the
+sender reuses it (sender copy + receiver copy), as the runtime does (see
+``omni_runtime.transport.shm``).
 
 Baseline: ``torch.clone`` of the same tensor in one process (allocation,
 page faults and copy included, as the receiver's copy-out pays them too).
@@ -41,7 +34,8 @@ import time
 
 import torch
 
-from omni_runtime.transport import Codec, Inbox, Outbox, RunDir, ShmPool, ShmReader
+from omni_runtime.testing import Inbox, Outbox
+from omni_runtime.transport import Codec, RunDir, ShmPool, ShmReader
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -49,7 +43,7 @@ SIZES = (KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB, 256 * MiB)
 TARGET_FROM = 16 * MiB
 TARGET_RATIO = 0.5
 PAGE = 4096
-MODES = ("copy", "view", "adopt")
+MODES = ("copy",)
 
 
 def _touch(t: torch.Tensor) -> int:
@@ -72,7 +66,7 @@ def _receiver(run: dict, threads: int) -> None:
             if kind == "stop":
                 msg.discard()
                 break
-            t = msg.payload(shm_mode=msg.header["mode"])
+            t = msg.payload()
             check = _touch(t)
             del t
             if msg.header["last"]:

@@ -28,7 +28,7 @@ from e2e_support import load, read_recording, with_probes, without_guards
 from omni_compiler import TopologyError
 from omni_compiler import compile as compile_topology
 from omni_runtime import Runtime
-from omni_runtime.transport.leakcheck import LeakCheck, shm_entries
+from omni_runtime.testing import LeakCheck, shm_entries
 
 # Each test starts two runtimes (spawned workers importing torch): allow for a loaded machine.
 pytestmark = pytest.mark.timeout(300)

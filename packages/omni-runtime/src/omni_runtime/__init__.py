@@ -34,8 +34,10 @@ need ``if __name__ == "__main__":`` (workers use the ``spawn`` start method).
 
 from .context import StageContext
 from .errors import RequestCancelled, RequestFailed, RuntimeFailure, RuntimeNotRunning, StartupError
+from .handle import RequestHandle
 from .payload import StagePayload
-from .runtime import RequestHandle, Runtime, SyncRuntime
+from .runtime import Runtime
+from .sync import SyncRuntime
 
 __version__ = "0.1.0"
 

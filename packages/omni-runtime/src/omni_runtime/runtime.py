@@ -13,83 +13,20 @@ import atexit
 import contextlib
 import json
 import os
-import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from omni_compiler.topology import CompiledTopology
 
 from . import envelope as E
-from .errors import RequestCancelled, RequestFailed, RuntimeNotRunning, StartupError
+from .errors import RequestFailed, RuntimeNotRunning, StartupError
+from .handle import END, Inflight, RequestHandle
 from .launcher import DEAD, READY, STARTING, STOPPED, Launcher, WorkerProcess, describe_exit
 from .routing import ReplicaChooser, Router
+from .sync import SyncRuntime
 from .worker import WorkerOptions
-
-_END = object()
-
-
-@dataclass
-class _Inflight:
-    rid: str
-    binding: dict[str, int]
-    instances: frozenset[str]
-    future: asyncio.Future[dict[str, Any]]
-    chunks: asyncio.Queue[Any]
-    timings: dict[str, float] = field(default_factory=dict)
-    submitted: float = 0.0
-
-
-class RequestHandle:
-    """One admitted request: stream its output chunks, await its result, or cancel it."""
-
-    def __init__(self, runtime: Runtime, inflight: _Inflight) -> None:
-        self._runtime = runtime
-        self._inflight = inflight
-        self.request_id = inflight.rid
-
-    @property
-    def binding(self) -> dict[str, int]:
-        """Replica index chosen per replicated process group at admission."""
-        return dict(self._inflight.binding)
-
-    @property
-    def instances(self) -> frozenset[str]:
-        """The process instances this request is bound to."""
-        return self._inflight.instances
-
-    @property
-    def stage_timings(self) -> dict[str, float]:
-        """Seconds spent in each stage; filled when the request finishes (also on failure, for stages that finished)."""
-        return dict(self._inflight.timings)
-
-    @property
-    def done(self) -> bool:
-        return self._inflight.future.done()
-
-    async def stream(self) -> AsyncIterator[Any]:
-        """The terminal stage's emitted chunks, in order; ends when the request completes.
-
-        Raises :class:`RequestFailed` if the request fails. Single consumer.
-        """
-        while True:
-            item = await self._inflight.chunks.get()
-            if item is _END:
-                self._inflight.chunks.put_nowait(_END)  # a second stream() ends at once
-                if self._inflight.future.done() and self._inflight.future.exception() is not None:
-                    raise self._inflight.future.exception()  # type: ignore[misc]
-                return
-            yield item
-
-    async def result(self) -> dict[str, Any]:
-        """The terminal payload's ``data``; raises :class:`RequestFailed`."""
-        return await asyncio.shield(self._inflight.future)
-
-    async def cancel(self) -> None:
-        """Abort the request in every stage of every process it is bound to."""
-        await self._runtime._cancel(self._inflight, RequestCancelled())
 
 
 class Runtime:
@@ -134,7 +71,7 @@ class Runtime:
         self._plane: Any = None
         self._launcher: Launcher | None = None
         self._recv_task: asyncio.Task[None] | None = None
-        self._inflight: dict[str, _Inflight] = {}
+        self._inflight: dict[str, Inflight] = {}
         self._load: dict[str, int] = {i.name: 0 for i in topology.instances}
         self._accepting = False
         self._started = False
@@ -260,7 +197,7 @@ class Runtime:
             raise RequestFailed(f"process {', '.join(dead)} is not running; see health()", kind="unavailable")
         assert self._loop is not None
         rid = uuid.uuid4().hex
-        req = _Inflight(rid, binding, instances, self._loop.create_future(), asyncio.Queue(), submitted=time.perf_counter())
+        req = Inflight(rid, binding, instances, self._loop.create_future(), asyncio.Queue(), submitted=time.perf_counter())
         self._inflight[rid] = req
         for name in instances:
             self._load[name] += 1
@@ -289,13 +226,13 @@ class Runtime:
         """OS pid of each worker process (for operators and tests)."""
         return {name: wp.pid for name, wp in self._launcher.workers.items()} if self._launcher else {}
 
-    async def _cancel(self, req: _Inflight, error: RequestFailed) -> None:
+    async def _cancel(self, req: Inflight, error: RequestFailed) -> None:
         if req.future.done():
             return
         self._finish(req, error=error)
         await self._broadcast_cancel(req)
 
-    async def _broadcast_cancel(self, req: _Inflight, skip: str | None = None) -> None:
+    async def _broadcast_cancel(self, req: Inflight, skip: str | None = None) -> None:
         header = E.header(E.CANCEL, rid=req.rid)
         for name in req.instances:
             wp = self._launcher.workers.get(name) if self._launcher else None
@@ -304,7 +241,7 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await self._plane.outbox(name).send(header, timeout=1.0)
 
-    def _finish(self, req: _Inflight, result: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
+    def _finish(self, req: Inflight, result: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
         if req.future.done():
             return
         if self._inflight.pop(req.rid, None) is not None:
@@ -315,7 +252,7 @@ class Runtime:
             req.future.exception()  # retrieved: a caller that only streams must not trigger "never retrieved"
         else:
             req.future.set_result(result or {})
-        req.chunks.put_nowait(_END)
+        req.chunks.put_nowait(END)
 
     # -- inbound -------------------------------------------------------------
     async def _receive(self) -> None:
@@ -415,80 +352,6 @@ class Runtime:
             yield sync
         finally:
             sync._stop()
-
-
-class SyncRuntime:
-    """Blocking facade over a :class:`Runtime` whose loop runs in a background thread.
-
-    The loop thread lives as long as the runtime: the workers' parent-death
-    signal is tied to the thread that spawned them.
-    """
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="omni-runtime-loop", daemon=True)
-
-    def _call(self, coro: Any, timeout: float | None = None) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
-
-    def _start(self) -> None:
-        self._thread.start()
-        try:
-            self._call(self.runtime.start())
-        except BaseException:
-            self._close_loop()
-            raise
-
-    def _stop(self, grace: float = 5.0) -> None:
-        try:
-            self._call(self.runtime.shutdown(grace))
-        finally:
-            self._close_loop()
-
-    def _close_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-
-    def synthesize(self, data: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        """Run one request; the terminal payload's data, with streamed audio chunks joined into ``audio``."""
-
-        async def run() -> dict[str, Any]:
-            handle = await self.runtime.submit(data)
-            chunks = [chunk async for chunk in handle.stream()]
-            result = dict(await handle.result())
-            if chunks and "audio" not in result and all(isinstance(c, dict) and "audio" in c for c in chunks):
-                import torch
-
-                result["audio"] = torch.cat([c["audio"] for c in chunks], dim=-1)
-                result.setdefault("sample_rate", chunks[0].get("sample_rate"))
-            if chunks:
-                result.setdefault("chunks", chunks)
-            return result
-
-        return self._call(run(), timeout)
-
-    def submit_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any] | RequestFailed]:
-        """Run requests concurrently; each result or its :class:`RequestFailed`."""
-
-        async def run() -> list[Any]:
-            handles = [await self.runtime.submit(item) for item in items]
-            out: list[Any] = []
-            for handle in handles:
-                try:
-                    out.append(await handle.result())
-                except RequestFailed as exc:
-                    out.append(exc)
-            return out
-
-        return self._call(run())
-
-    def health(self) -> dict[str, Any]:
-        return self.runtime.health()
-
-    def queue_depths(self) -> dict[str, int]:
-        return self.runtime.queue_depths()
 
 
 def _emergency_cleanup(launcher: Launcher, run: Any) -> None:

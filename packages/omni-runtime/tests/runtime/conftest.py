@@ -1,8 +1,8 @@
 """Fixtures for runtime tests: a background event loop, shared runtimes, leak checks.
 
-Spawned workers import the test stage factories from ``<repo>/tests/runtime_stages``;
-``spawn`` children inherit ``sys.path``, so putting ``<repo>/tests`` on it here is enough
-(a separately started parent process gets it through PYTHONPATH).
+Spawned workers import the test stage factories from ``tests/runtime_stages`` of this
+package; ``spawn`` children inherit ``sys.path``, so putting this package's ``tests``
+folder on it here is enough (a separately started parent process gets it through PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import psutil
 import pytest
 
 from omni_runtime import Runtime
-from omni_runtime.transport.leakcheck import LeakCheck, descendants
+from omni_runtime.testing import LeakCheck, descendants
 
-STAGES_ROOT = str(Path(__file__).resolve().parents[4] / "tests")
+STAGES_ROOT = str(Path(__file__).resolve().parents[1])
 if STAGES_ROOT not in sys.path:
     sys.path.insert(0, STAGES_ROOT)
 

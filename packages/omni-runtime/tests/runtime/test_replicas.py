@@ -12,7 +12,7 @@ import pytest
 
 from omni_runtime import RequestFailed, Runtime
 from omni_runtime.routing import ReplicaChooser, Router
-from omni_runtime.transport.leakcheck import LeakCheck
+from omni_runtime.testing import LeakCheck
 
 from .conftest import SHARED_PREFIXES, LoopThread, assert_no_leaks, start_runtime
 from .topologies import replica_topology

@@ -4,7 +4,7 @@
 copy: it snapshots ``/dev/shm`` and this process's descendants before the
 test and fails the test if a new segment or a child process is still there
 afterwards (it waits a few seconds for children that are exiting). It is
-built on :class:`omni_runtime.transport.leakcheck.LeakCheck`, so another
+built on :class:`omni_runtime.testing.LeakCheck`, so another
 folder's conftest only needs the same five lines.
 
 Fixtures that own resources (``run_dir``) depend on ``no_leaks`` so they are
@@ -19,7 +19,8 @@ import multiprocessing as mp
 
 import pytest
 
-from omni_runtime.transport import LeakCheck, RunDir
+from omni_runtime.testing import LeakCheck
+from omni_runtime.transport import RunDir
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ import threading
 import pytest
 import zmq
 
+from omni_runtime.testing import Outbox
 from omni_runtime.transport import (
     AsyncInbox,
     AsyncOutbox,
@@ -23,7 +24,6 @@ from omni_runtime.transport import (
     ChannelTimeoutError,
     Codec,
     CodecError,
-    Outbox,
     encode_envelope,
 )
 

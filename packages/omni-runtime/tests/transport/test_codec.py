@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from transport_workers import raw_bytes
 
 from omni_runtime.transport import SUPPORTED_DTYPES, Codec, CodecError, CodecLimits, ShmPool
-from omni_runtime.transport.codec import decode_envelope, encode_envelope
+from omni_runtime.transport.envelope import decode_envelope, encode_envelope
 
 
 def random_tensor(dtype: torch.dtype, shape: tuple[int, ...], seed: int = 0) -> torch.Tensor:

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from omni_runtime.transport import LeakCheck, ShmPool
+from omni_runtime.testing import LeakCheck
+from omni_runtime.transport import ShmPool
 from omni_runtime.transport.shm import SHM_DIR
 
 

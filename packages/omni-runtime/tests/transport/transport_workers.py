@@ -14,7 +14,8 @@ import time
 
 import torch
 
-from omni_runtime.transport import Codec, Inbox, Outbox, RunDir, ShmPool, ShmReader
+from omni_runtime.testing import Inbox, Outbox
+from omni_runtime.transport import Codec, RunDir, ShmPool, ShmReader
 
 
 def raw_bytes(t: torch.Tensor) -> bytes:
@@ -65,20 +66,20 @@ def echo_worker(run: dict, budget: int, threshold: int) -> None:
                 pool.trim()
                 out.send({"kind": "trimmed"})
             elif kind == "hold":
-                # Decode zero-copy views, keep them until "drop", so the
-                # sender's segments stay pinned (back-pressure tests).
-                held = msg.payload(shm_mode="view")
-                out.send({"kind": "holding", "n": len(held)})
+                # Keep the message undecoded until "drop", so the sender's
+                # segments stay unclaimed and pinned (back-pressure tests).
+                held = msg
+                out.send({"kind": "holding", "n": msg.shm_count})
                 while True:
                     nxt = inbox.recv()
                     if nxt.header["kind"] == "drop":
                         nxt.discard()
                         break
                     nxt.discard()
-                del held
+                held.discard()
                 out.send({"kind": "dropped"})
             elif kind == "die":
-                msg.payload(shm_mode="view")  # hold a view, then die without cleanup
+                # die without claiming the payload's segment
                 os.kill(os.getpid(), signal.SIGKILL)
             else:
                 msg.discard()

@@ -4,13 +4,17 @@ Quick map (each module's docstring has the why):
 
 * :mod:`.codec` - :class:`Codec` encodes stage payloads (dict/list/tuple/
   str/int/float/bool/None/bytes/torch.Tensor of every dtype and shape) into
-  ZeroMQ frames without pickle; large tensors via shared memory.
+  ZeroMQ frames without pickle; large tensors via shared memory
+  (:mod:`.wire` the format, :mod:`.decoding` the receiving side).
+* :mod:`.envelope` - the header frame every message starts with.
 * :mod:`.shm` - :class:`ShmPool` (sender, bounded budget, back-pressure,
   segment reuse), :class:`ShmReader` (receiver), :func:`cleanup_run`.
-* :mod:`.channel` - :class:`RunDir` (per-run ipc dir + shm prefix),
-  :class:`Inbox`/:class:`Outbox` and their asyncio twins, :class:`Message`.
-* :mod:`.leakcheck` - :class:`LeakCheck` for tests (no new /dev/shm entry,
-  no child left).
+* :mod:`.rundir` - :class:`RunDir` (per-run ipc dir + shm prefix).
+* :mod:`.message` - :class:`Message`, a received header with a lazily decoded payload.
+* :mod:`.inbox` / :mod:`.outbox` - :class:`AsyncInbox` / :class:`AsyncOutbox`
+  (:mod:`.async_base`: how they wait on the event loop without ``zmq.asyncio``).
+
+Blocking channels and leak checks for tests live in :mod:`omni_runtime.testing`.
 
 Typical wiring in one process of a run::
 
@@ -22,14 +26,13 @@ Typical wiring in one process of a run::
     await to_parent.send({"kind": "ready", "instance": "vocoder@r0"})
     msg = await inbox.recv()
     data = await msg.payload_async()     # or msg.discard() to drop it
-    # shm receive mode: Codec(shm_mode="copy" | "view" | "adopt"), see .shm
     ...
     pool.close()                          # and in the parent: run.cleanup()
 """
 
-from .channel import AsyncInbox, AsyncOutbox, Inbox, Message, Outbox, RunDir
-from .codec import Codec, CodecLimits, Encoded, decode, decode_envelope, discard, encode, encode_envelope
+from .codec import Codec, Encoded, decode, discard, encode
 from .dtypes import SUPPORTED_DTYPES
+from .envelope import decode_envelope, encode_envelope
 from .errors import (
     ChannelClosedError,
     ChannelError,
@@ -40,8 +43,12 @@ from .errors import (
     ShmTimeoutError,
     TransportError,
 )
-from .leakcheck import LeakCheck
-from .shm import ShmLease, ShmPool, ShmReader, ShmRef, cleanup_run, new_run_prefix, validate_prefix
+from .inbox import AsyncInbox
+from .message import Message
+from .outbox import AsyncOutbox
+from .rundir import RunDir
+from .shm import ShmLease, ShmPool, ShmReader, ShmRef, cleanup_run, new_run_prefix, remove_sender_segments, validate_prefix
+from .wire import CodecLimits
 
 __all__ = [
     "SUPPORTED_DTYPES",
@@ -54,10 +61,7 @@ __all__ = [
     "CodecError",
     "CodecLimits",
     "Encoded",
-    "Inbox",
-    "LeakCheck",
     "Message",
-    "Outbox",
     "RunDir",
     "ShmBudgetError",
     "ShmError",
@@ -74,5 +78,6 @@ __all__ = [
     "encode",
     "encode_envelope",
     "new_run_prefix",
+    "remove_sender_segments",
     "validate_prefix",
 ]

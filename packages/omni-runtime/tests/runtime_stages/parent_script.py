@@ -1,6 +1,6 @@
 """A real parent process for the parent-death test: start a runtime, print its pids, wait.
 
-Run as ``python -m runtime_stages.parent_script`` with ``<repo>/tests`` on PYTHONPATH.
+Run as ``python -m runtime_stages.parent_script`` with ``packages/omni-runtime/tests`` on PYTHONPATH.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every transport/runtime test must prove it leaves nothing behind. Usage
 (this is what ``tests/transport/conftest.py`` does; copy it for other test
 folders)::
 
-    from omni_runtime.transport.leakcheck import LeakCheck
+    from omni_runtime.testing import LeakCheck
 
     @pytest.fixture(autouse=True)
     def no_leaks():

@@ -1,0 +1,79 @@
+"""One admitted request as its caller sees it: stream its chunks, await its result, cancel it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import RequestCancelled
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+END = object()
+"""Queued after a request's last output chunk."""
+
+
+@dataclass
+class Inflight:
+    """The parent's record of one request in flight: where it runs and how to complete it."""
+
+    rid: str
+    binding: dict[str, int]
+    instances: frozenset[str]
+    future: asyncio.Future[dict[str, Any]]
+    chunks: asyncio.Queue[Any]
+    timings: dict[str, float] = field(default_factory=dict)
+    submitted: float = 0.0
+
+
+class RequestHandle:
+    """One admitted request: stream its output chunks, await its result, or cancel it."""
+
+    def __init__(self, runtime: Runtime, inflight: Inflight) -> None:
+        self._runtime = runtime
+        self._inflight = inflight
+        self.request_id = inflight.rid
+
+    @property
+    def binding(self) -> dict[str, int]:
+        """Replica index chosen per replicated process group at admission."""
+        return dict(self._inflight.binding)
+
+    @property
+    def instances(self) -> frozenset[str]:
+        """The process instances this request is bound to."""
+        return self._inflight.instances
+
+    @property
+    def stage_timings(self) -> dict[str, float]:
+        """Seconds spent in each stage; filled when the request finishes (also on failure, for stages that finished)."""
+        return dict(self._inflight.timings)
+
+    @property
+    def done(self) -> bool:
+        return self._inflight.future.done()
+
+    async def stream(self) -> AsyncIterator[Any]:
+        """The terminal stage's emitted chunks, in order; ends when the request completes.
+
+        Raises :class:`RequestFailed` if the request fails. Single consumer.
+        """
+        while True:
+            item = await self._inflight.chunks.get()
+            if item is END:
+                self._inflight.chunks.put_nowait(END)  # a second stream() ends at once
+                if self._inflight.future.done() and self._inflight.future.exception() is not None:
+                    raise self._inflight.future.exception()  # type: ignore[misc]
+                return
+            yield item
+
+    async def result(self) -> dict[str, Any]:
+        """The terminal payload's ``data``; raises :class:`RequestFailed`."""
+        return await asyncio.shield(self._inflight.future)
+
+    async def cancel(self) -> None:
+        """Abort the request in every stage of every process it is bound to."""
+        await self._runtime._cancel(self._inflight, RequestCancelled())

@@ -1,0 +1,80 @@
+"""A worker's outbound side: send a stage's output, chunks and done signals on.
+
+Handoffs to a stage in this same process call the receiving side directly
+with the very object the producer returned; handoffs to another process go
+over that process's outbox (the parent is not on the stage-to-stage path).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import envelope as E
+from ..errors import RequestCancelled
+from ..payload import StagePayload
+from .state import RequestState, WorkerState
+
+
+class Outbound(WorkerState):
+    async def _emit(self, req: RequestState, stage: str, chunk: Any) -> None:
+        if req.cancel.is_set():
+            raise RequestCancelled()
+        if (self.local[stage].tp_rank or 0) != 0:
+            return
+        spec = self.router.stages[stage]
+        for target in spec.stream_to:
+            await self._send(req, target, E.CHUNK, stage, chunk, True)
+        if spec.terminal:
+            await self.to_parent.send(E.header(E.OUT, rid=req.rid, stage=stage, has_data=True), chunk, timeout=None)
+
+    async def _forward(self, req: RequestState, stage: str, out: StagePayload) -> None:
+        spec = self.router.stages[stage]
+        chosen: list[str] = list(spec.next)
+        if stage in self.stages.route_fns and chosen:
+            picked = self.stages.route_fns[stage](out)
+            picked = [picked] if isinstance(picked, str) else list(picked)
+            unknown = [p for p in picked if p not in spec.next]
+            if unknown:
+                raise ValueError(f"route_fn returned {unknown!r}, which is not among next targets {list(spec.next)!r}")
+            chosen = picked
+        sent = False
+        for target in spec.stream_to:
+            carries = target in chosen
+            await self._send(req, target, E.DONE, stage, out if carries else None, carries)
+            sent = True
+        streamed = set(spec.stream_to)
+        for target in chosen:
+            if target not in streamed:
+                await self._send(req, target, E.RUN, stage, out, True)
+                sent = True
+        for target in self.router.fan_in_targets[stage]:
+            if target not in streamed and target not in chosen:
+                await self._send(req, target, E.RUN, stage, out, True)
+                sent = True
+        if spec.terminal:
+            await self.to_parent.send(E.header(E.RESULT, rid=req.rid, stage=stage, timings=req.timings, has_data=True), out.data, timeout=None)
+            sent = True
+        if not sent:
+            raise ValueError(f"stage {stage} is not terminal and its output went to no stage (route_fn chose none of {list(spec.next)!r})")
+
+    async def _send(self, req: RequestState, stage: str, kind: str, src: str, value: Any, has_data: bool) -> None:
+        """Deliver a payload, chunk or done signal to every instance running ``stage`` for this request."""
+        data = value.data if isinstance(value, StagePayload) else value
+        for target in self.router.targets(stage, req.binding):
+            if target.instance == self.name:
+                self._deliver_local(req, kind, stage, src, value)
+                if kind == E.CHUNK:
+                    await req.channels[stage].put(value)
+                continue
+            # each TP rank gets its own encoding: a shared-memory reference is claimed once
+            header = E.header(kind, rid=req.rid, stage=stage, src=src, binding=req.binding, timings=req.timings, has_data=has_data)
+            await self.plane.outbox(target.instance).send(header, data if has_data else None, timeout=None)
+
+    def _deliver_local(self, req: RequestState, kind: str, stage: str, src: str, value: Any) -> None:
+        """Hand the object itself to a stage of this process (chunks are queued by the caller, with back-pressure)."""
+        if kind == E.RUN:
+            self._on_payload(req, stage, src, value)
+        elif kind == E.CHUNK:
+            self._channel(req, stage)
+        elif kind == E.DONE:
+            self._channel(req, stage).finish(value)
