@@ -1,4 +1,4 @@
-"""Each model's pipeline file against DESIGN.md section 6 and its config class."""
+"""Each model's pipeline file against the registered-models table and its config class."""
 
 import importlib
 import itertools

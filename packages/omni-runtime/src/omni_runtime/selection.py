@@ -47,18 +47,18 @@ class Pipeline:
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser, *, runs: bool = True) -> None:
-    """``--model``/``--config`` (and, for commands that run stages, ``--weights``/``--device``/``--gpus``)."""
+    """``--model``/``--config``/``--weights``/``--gpus``, and ``--device`` for commands that run stages."""
     parser.add_argument("--model", metavar="ID|FILE", help=f"registered model id or pipeline YAML file (default: {DEFAULT_MODEL})")
     parser.add_argument("--config", metavar="FILE", help="pipeline file, or deployment file with 'extends:' (instead of --model)")
     parser.add_argument("--model-path", dest="model_path", metavar="ID", help="deprecated alias of --model (removed in the next release)")
     parser.add_argument("--gpus", type=_nonnegative_int, default=None, help="number of GPUs to check GPU ids against (default: what torch sees)")
-    if not runs:
-        return
     parser.add_argument(
         "--weights",
         metavar="DIR",
         help="local safetensors checkpoint directory: every stage that loads weights reads it (load_format: safetensors)",
     )
+    if not runs:
+        return
     parser.add_argument(
         "--device",
         choices=DEVICES,
