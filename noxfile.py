@@ -14,7 +14,7 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-nox.options.sessions = ["lint", "omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration"]
+nox.options.sessions = ["lint", "omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration", "browser"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = False
 
@@ -124,3 +124,11 @@ def bench_models(session: nox.Session) -> None:
     """`omni bench` for every model: default vs fully split, concurrency 1 and 8, on the CPU."""
     _install(session, "omni-models", extras="")
     session.run("python", "benchmarks/models_bench.py", *session.posargs)
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """omni serve's topology page in Debian's headless Chromium (apt: chromium, chromium-driver; .ci/run installs them)."""
+    _install(session, "omni-runtime")
+    session.install(*CONSTRAINTS, "selenium>=4.20")
+    _pytest(session, "packages/omni-runtime/browser_tests")

@@ -21,7 +21,8 @@ repository's ``docs/stage-contract.md``. Public API (see the package README)::
 
 Also: ``Runtime(..., stage_threads=64)``, ``rt.instance_pids()``,
 ``handle.binding`` / ``handle.instances`` / ``handle.request_id`` / ``handle.done``,
-``RequestFailed.kind`` (``stage_error``, ``process_died``, ``cancelled``, ``shutdown``,
+``RequestFailed.kind`` (``stage_error``, ``invalid_request`` with ``RequestFailed.param`` when a
+stage raised ``InvalidRequest(message, param=...)`` for a client mistake, ``process_died``, ``cancelled``, ``shutdown``,
 ``unavailable``), ``RequestCancelled`` and ``RuntimeNotRunning``, all subclasses of
 ``omni_runtime.errors.RuntimeFailure``. ``Runtime`` also accepts a ``PipelineConfig``
 (compiled once in the constructor). ``Runtime(..., shm_budget_bytes=1<<30, send_timeout=30.0)``:
@@ -34,7 +35,7 @@ need ``if __name__ == "__main__":`` (workers use the ``spawn`` start method).
 """
 
 from .context import StageContext
-from .errors import RequestCancelled, RequestFailed, RuntimeFailure, RuntimeNotRunning, StartupError
+from .errors import InvalidRequest, RequestCancelled, RequestFailed, RuntimeFailure, RuntimeNotRunning, StartupError
 from .handle import RequestHandle
 from .payload import StagePayload
 from .runtime import Runtime
@@ -43,6 +44,7 @@ from .sync import SyncRuntime
 __version__ = "0.1.0"
 
 __all__ = [
+    "InvalidRequest",
     "RequestCancelled",
     "RequestFailed",
     "RequestHandle",

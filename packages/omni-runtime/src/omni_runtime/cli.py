@@ -87,9 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="model id clients send in 'model' (repeatable; default: --model, else the pipeline name)",
     )
-    serve.add_argument("--max-input-chars", type=_positive_int, default=4096, help="longest accepted 'input' (default: %(default)s)")
+    serve.add_argument("--max-input-chars", type=_positive_int, default=4096, help="longest accepted 'input'; longer is a 413 (default: %(default)s)")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="uvicorn log level")
+    _serve_operator_args(serve)
     serve.set_defaults(func=_cmd_serve)
+    _env_defaults(serve)
 
     synth = _subparser(sub, "synthesize", "synthesize one utterance to an audio file through the same runtime")
     synth.add_argument("text", help="the text to speak")
@@ -112,6 +114,67 @@ def build_parser() -> argparse.ArgumentParser:
 
     _bench_parser(sub)
     return parser
+
+
+def _serve_operator_args(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("operator options (each also read from the OMNI_<FLAG> environment variable, e.g. OMNI_API_KEY)")
+    group.add_argument("--api-key", metavar="KEY", help="require 'Authorization: Bearer KEY' on every /v1 route (default: no key)")
+    group.add_argument(
+        "--allowed-origins", metavar="ORIGINS", type=_origins, default=(),
+        help="comma-separated origins browsers may call the API from (CORS), e.g. https://app.example.com; '*' for any (default: none)",
+    )
+    group.add_argument("--root-path", default="", metavar="PATH", help="path prefix a reverse proxy serves this server under, e.g. /tts")
+    group.add_argument("--max-body-bytes", type=_positive_int, default=64 * 1024, help="largest request body; larger is a 413 (default: %(default)s)")
+    group.add_argument("--body-timeout", type=_positive_float, default=10.0, help="seconds a client has to send a whole body (default: %(default)s)")
+    group.add_argument("--header-timeout", type=_positive_float, default=10.0, help="seconds a connection has to send its request headers (default: %(default)s)")
+    group.add_argument("--keep-alive-timeout", type=_positive_float, default=5.0, help="seconds an idle keep-alive connection stays open (default: %(default)s)")
+    group.add_argument(
+        "--max-connections", type=_positive_int, default=None,
+        help="open connections at most; at the cap the oldest idle one is closed (default: the file-descriptor limit less a reserve)",
+    )
+
+
+def _env_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every long flag FOO-BAR of ``parser`` also reads OMNI_FOO_BAR (the flag wins); bad values are usage errors."""
+    for action in parser._actions:
+        long = next((o for o in action.option_strings if o.startswith("--")), None)
+        if long is None or action.dest == "help":
+            continue
+        name = "OMNI_" + long[2:].upper().replace("-", "_").replace(".", "_")
+        action.help = (action.help or "") + f" [env {name}]"
+        raw = os.environ.get(name)
+        if raw is None or raw == "":
+            continue
+        try:
+            if action.nargs == 0:
+                value: Any = raw.lower() in ("1", "true", "yes", "on")
+            elif isinstance(action, argparse._AppendAction):
+                value = [(action.type or str)(v.strip()) for v in raw.split(",") if v.strip()]
+            else:
+                value = (action.type or str)(raw)
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            parser.error(f"environment variable {name}={raw!r}: {exc}")
+        if action.choices is not None and value not in action.choices:
+            parser.error(f"environment variable {name}={raw!r}: choose from {', '.join(map(str, action.choices))}")
+        action.default = value
+
+
+def _origins(text: str) -> tuple[str, ...]:
+    origins = tuple(o.strip().rstrip("/") for o in text.split(",") if o.strip())
+    for origin in origins:
+        if origin != "*" and not origin.startswith(("http://", "https://")):
+            raise argparse.ArgumentTypeError(f"origin {origin!r} must start with http:// or https:// (or be '*')")
+    return origins
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
 
 
 def _subparser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -167,25 +230,35 @@ def _cmd_topology(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .serving.app import ServingSettings
+    from .serving.guard import ConnectionLimits
     from .serving.request import SpeechLimits
     from .serving.server import ServeOptions, bind, serve_runtime
+    from .serving.voices import build_info, voices_of
 
     pipeline = load_pipeline(args, _stderr)
     models = tuple(dict.fromkeys(args.served_model_name or [pipeline.model_id]))
-    settings = ServingSettings(models=models, limits=SpeechLimits(max_input_chars=args.max_input_chars))
-    options = ServeOptions(host=args.host, port=args.port, log_level=args.log_level)
+    settings = ServingSettings(
+        models=models,
+        limits=SpeechLimits(max_input_chars=args.max_input_chars, max_body_bytes=args.max_body_bytes),
+        voices=voices_of(pipeline.topology),
+        api_key=args.api_key or None,
+        allowed_origins=tuple(args.allowed_origins),
+        body_timeout=args.body_timeout,
+        build=build_info(pipeline.topology),
+    )
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        root_path=args.root_path.rstrip("/"),
+        keep_alive=args.keep_alive_timeout,
+        connections=ConnectionLimits(header_timeout=args.header_timeout, max_connections=args.max_connections),
+    )
     sock = bind(options.host, options.port)
 
     async def run() -> None:
         runtime = _runtime(pipeline, args, log=_stdout)
-        try:
-            with _sigterm_cancels():  # uvicorn handles signals once serving
-                await runtime.start()
-        except BaseException:
-            sock.close()
-            await _quiet_shutdown(runtime)
-            raise
-        await serve_runtime(runtime, settings, options, sock, announce=_stdout)
+        await serve_runtime(runtime, settings, options, sock, announce=_stdout, start_runtime=True)
 
     asyncio.run(run())
     return 0

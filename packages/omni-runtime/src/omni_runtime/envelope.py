@@ -34,6 +34,7 @@ BINDING = "b"  # replica binding of the request: group -> replica index
 TIMINGS = "t"  # stage -> seconds gathered so far along this path
 HAS_DATA = "p"  # a payload follows (a done signal may carry none)
 TEXT = "x"  # error message
+PARAM = "q"  # error: the request field a stage rejected (InvalidRequest); absent for stage failures
 
 
 def header(kind: str, rid: str = "", stage: str = "", src: str = "", binding: dict[str, int] | None = None,

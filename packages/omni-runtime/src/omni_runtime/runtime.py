@@ -309,6 +309,8 @@ class Runtime:
             stage = h.get(E.STAGE, "")
             process = self.router.stages[stage].process if stage in self.router.stages else None
             error = RequestFailed(h.get(E.TEXT, "stage failed"), stage=stage or None, process=process)
+            if E.PARAM in h:
+                error.kind, error.param = "invalid_request", str(h[E.PARAM])
             error.detail = data if isinstance(data, str) else ""
             self._finish(req, error=error)
             await self._broadcast_cancel(req, skip=h.get(E.SRC))

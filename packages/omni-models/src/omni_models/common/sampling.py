@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from omni_runtime.errors import InvalidRequest
+
 
 def stable_seed(*parts: object) -> int:
     """A 63-bit seed from the parts' text, identical across processes (unlike ``hash``)."""
@@ -19,7 +21,7 @@ def request_seed(data: dict) -> int:
     so that the same request always yields the same audio."""
     seed = data.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
+        raise InvalidRequest(f"seed must be an integer, got {seed!r}", param="seed")
     return stable_seed("seed", seed) if seed is not None else stable_seed("text", data.get("text"), data.get("voice"))
 
 

@@ -11,6 +11,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from omni_runtime.errors import InvalidRequest
+
 _ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
 _TENS = ["_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 _SYMBOLS = {"&": " and ", "%": " percent ", "+": " plus ", "@": " at ", "=": " equals "}
@@ -82,11 +84,11 @@ def prepare_text(text: str, *, max_chars: int) -> str:
     """Normalise request text and enforce the model's input limit, with a user-facing error."""
     normalized = normalize_text(text)
     if not normalized:
-        raise ValueError("text is empty after normalisation; send at least one speakable character")
+        raise InvalidRequest("input is empty after normalisation (nothing to speak); send at least one speakable character", param="input")
     size = len(normalized.encode("utf-8"))  # what the byte tokenizer turns into positions
     if size > max_chars:
-        raise ValueError(
-            f"text is {size} UTF-8 bytes after normalisation; this model accepts at most "
+        raise InvalidRequest(param="input", message=
+            f"input is {size} UTF-8 bytes after normalisation; this model accepts at most "
             f"{max_chars}; split the input into shorter requests"
         )
     return normalized

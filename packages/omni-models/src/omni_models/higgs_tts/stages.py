@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from omni_models.common.ar import ARConfig
+from omni_models.common.audio import VOICES as VOICES  # the preset voices omni serve lists (GET /v1/audio/voices)
 from omni_models.common.audio import reference_audio
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_ar, build_codec_decoder, build_codec_encoder, build_rvq

@@ -10,6 +10,7 @@ vocoder        codec decoder: 8 codebooks at 25 Hz -> 24 kHz mono, streamed to t
 from __future__ import annotations
 
 from omni_models.common.ar import ARConfig
+from omni_models.common.audio import VOICES as VOICES  # the preset voices omni serve lists (GET /v1/audio/voices)
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_ar, build_codec_decoder, build_codec_encoder, build_rvq
 from omni_models.common.queued import QueuedPreprocessing, QueuedTTSEngine

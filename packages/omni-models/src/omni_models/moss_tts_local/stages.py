@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from omni_models.common.ar import ARConfig
+from omni_models.common.audio import VOICES as VOICES  # the preset voices omni serve lists (GET /v1/audio/voices)
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_ar, build_codec_decoder, build_codec_encoder, build_rvq
 from omni_models.common.queued import QueuedPreprocessing, QueuedTTSEngine

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from omni_models.common.ar import ARConfig
-from omni_models.common.audio import VOICES, voice_index
+from omni_models.common.audio import VOICES as VOICES  # the preset voices omni serve lists (GET /v1/audio/voices)
+from omni_models.common.audio import voice_index
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_ar, build_codec_decoder, build_rvq
 from omni_models.common.limits import GenerationLimits
@@ -20,6 +21,7 @@ from omni_models.common.request import TextRequest, prepare_text_request
 from omni_models.common.sampling import SamplingParams
 from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder, require, with_data
 from omni_models.common.weights import DEFAULT_SEED
+from omni_runtime.errors import InvalidRequest
 
 MODEL = "voxtral_tts"
 CODEC = CodecConfig(sample_rate=24000, hop=1920, channels=1, latent_dim=64, num_codebooks=8, codebook_size=1024)
@@ -39,7 +41,7 @@ def components() -> dict[str, Component]:
 class Preprocessing:
     def process(self, payload: Any, ctx: Any = None) -> Any:
         if payload.data.get("ref_audio") is not None:
-            raise ValueError(f"{MODEL} does not clone voices from ref_audio; choose a preset voice ({', '.join(VOICES)})")
+            raise InvalidRequest(f"{MODEL} does not clone voices from ref_audio; choose a preset voice ({', '.join(VOICES)})", param="ref_audio")
         request = prepare_text_request(payload.data, frame_rate=CODEC.frame_rate, max_chars=MAX_CHARS, max_seconds=MAX_SECONDS)
         return with_data(
             payload,

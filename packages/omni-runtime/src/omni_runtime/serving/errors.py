@@ -26,8 +26,10 @@ class APIError(Exception):
         type: str = "invalid_request_error",
         param: str | None = None,
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ):
         super().__init__(message)
+        self.headers = headers
         self.status = status
         self.message = message
         self.type = type
@@ -38,7 +40,7 @@ class APIError(Exception):
         return error_body(self.message, type=self.type, param=self.param, code=self.code)
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status)
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
 
 
 def error_body(message: str, *, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -49,7 +51,7 @@ def bad_request(message: str, *, param: str | None = None, code: str | None = No
     return APIError(400, message, param=param, code=code)
 
 
-_HTTP_TYPES = {404: "not_found_error", 405: "invalid_request_error", 413: "invalid_request_error"}
+_HTTP_TYPES = {401: "authentication_error", 404: "not_found_error", 405: "invalid_request_error", 413: "invalid_request_error"}
 
 
 def install_handlers(app: FastAPI) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from .. import envelope as E
 from ..channel import ChunkChannel
 from ..context import StageContext
-from ..errors import RequestCancelled
+from ..errors import InvalidRequest, RequestCancelled
 from ..payload import StagePayload
 from ..stage import as_payload
 from .state import RequestState, WorkerState
@@ -88,5 +88,8 @@ class Execution(WorkerState):
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self._abort(req)
         self._mark_finished(req.rid)
-        await self.to_parent.send(E.header(E.ERROR, rid=req.rid, stage=stage, src=self.name, timings=req.timings, text=message, has_data=True), detail)
+        header = E.header(E.ERROR, rid=req.rid, stage=stage, src=self.name, timings=req.timings, text=message, has_data=True)
+        if isinstance(exc, InvalidRequest):  # the client's mistake: its own words, and the field at fault
+            header[E.TEXT], header[E.PARAM] = exc.message, exc.param
+        await self.to_parent.send(header, detail)
 
