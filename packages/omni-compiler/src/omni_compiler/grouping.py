@@ -46,8 +46,11 @@ def group(config: PipelineConfig, issues: list[ConfigIssue]) -> Grouping:
                     f"give {s.name} its own process: --stages.{s.name}.process {s.name}", value=name))
         plain = tuple(s.name for s in members if s.tp_size == 1)
         num_replicas = config.processes[name].num_replicas if name in config.processes else 1
-        replicated_by = name if name in config.processes else None
         ray = _ray_placement(config.processes[name]) if name in config.processes else {}
+        settings = config.processes.get(name)
+        # an entry that only says where Ray places the process neither replicates nor moves it
+        ray_only = settings is not None and ray and settings.num_replicas == 1 and settings.replica_devices is None
+        replicated_by = name if settings is not None and not ray_only else None
         if plain:
             processes.append(CompiledProcess(name, plain, name, None, 1, num_replicas, replicated_by, ray))
         if tp_stages:

@@ -34,6 +34,7 @@ pipeline overrides (any flag with a dot in its name):
   --stages.NAME.runtime.resources.total_gpu_memory_fraction 0.1
   --processes.P.num_replicas 2    --processes.P.replica_devices 1,2
   --placement.FIELD VALUE         --a.b=VALUE works too
+  --processes.P.ray.resources.node_b 1   (placement with --backend ray)
 """
 
 
@@ -110,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     topo = _subparser(sub, "topology", "print the compiled process topology (same as omni-compile show)")
     add_pipeline_arguments(topo, runs=False)
     topo.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: %(default)s)")
+    add_backend_args(topo)
+    topo.add_argument("--device", default=None, help="with --backend ray: 'cpu' places the processes without GPUs (default: the declared placement)")
+    topo.add_argument("--startup-timeout", type=float, default=120.0, help="with --backend ray: seconds every process gets to start (default: %(default)s)")
     topo.set_defaults(func=_cmd_topology)
 
     _bench_parser(sub)
@@ -190,6 +194,38 @@ def _subparser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 def _runtime_args(parser: argparse.ArgumentParser) -> None:
     add_pipeline_arguments(parser)
     parser.add_argument("--startup-timeout", type=float, default=120.0, help="seconds every process gets to build its stages (default: %(default)s)")
+    add_backend_args(parser)
+
+
+def add_backend_args(parser: argparse.ArgumentParser) -> None:
+    """``--backend local|ray`` and ``--ray-address`` (shared by serve, synthesize, bench and topology)."""
+    parser.add_argument(
+        "--backend",
+        choices=["local", "ray"],
+        default="local",
+        help="local: one OS process per instance on this machine; ray: one Ray actor per instance, "
+        "placed from processes.<P>.ray (needs omni-runtime[ray]) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        default=None,
+        help="Ray cluster to join, as ray.init takes it ('auto', 'HOST:6379'); without it a local Ray is started and stopped with the run",
+    )
+
+
+def backend_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``Runtime`` keyword arguments for the chosen backend; a usage mistake is a :class:`UserError`."""
+    backend = getattr(args, "backend", "local")
+    address = getattr(args, "ray_address", None)
+    if address is not None and backend != "ray":
+        raise UserError(f"error: --ray-address {address}\n  rule: it names a Ray cluster, used only with --backend ray\n  fix:  add --backend ray, or drop --ray-address")
+    if backend == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise UserError("error: --backend ray\n  rule: Ray is not installed in this environment\n  fix:  pip install 'omni-runtime[ray]'")
+    return {"backend": backend, "ray_address": address}
 
 
 def _bench_parser(sub: Any) -> None:
@@ -221,9 +257,16 @@ def _bench_missing(args: argparse.Namespace) -> int:
 
 
 def _cmd_topology(args: argparse.Namespace) -> int:
+    kwargs = backend_kwargs(args)
     pipeline = load_pipeline(args, _stderr)
     from omni_compiler import render
 
+    if kwargs["backend"] == "ray":  # where the processes really land: start them on the cluster, report, stop
+        from .raycluster.report import placed_topology
+
+        runtime = _runtime(pipeline, args, log=_stderr)
+        print(asyncio.run(placed_topology(runtime, args.format)))
+        return 0
     print(render.to_json(pipeline.topology) if args.format == "json" else render.text(pipeline.topology))
     return 0
 
@@ -333,6 +376,7 @@ def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
         startup_timeout=args.startup_timeout,
         model_path=pipeline.weights,
         log=log,
+        **backend_kwargs(args),
     )
 
 

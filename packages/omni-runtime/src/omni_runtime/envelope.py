@@ -24,6 +24,7 @@ STARTUP_ERROR = "startup_error"  # worker -> parent: a factory (or import) faile
 RESULT = "result"  # worker -> parent: terminal payload
 OUT = "out"  # worker -> parent: a terminal stage's streamed output chunk
 ERROR = "error"  # worker -> parent: a stage failed this request
+PEERS = "peers"  # parent -> worker: where every process of the run listens (node and TCP address; Ray backend)
 
 # header keys ---------------------------------------------------------------
 KIND = "k"

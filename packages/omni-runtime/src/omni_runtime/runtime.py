@@ -28,6 +28,7 @@ from .routing import ReplicaChooser, Router
 from .sync import SyncRuntime
 from .worker import WorkerOptions
 
+BACKENDS = ("local", "ray")
 
 class Runtime:
     """Run a compiled topology as real OS processes (see the package README)."""
@@ -45,8 +46,20 @@ class Runtime:
         stage_threads: int = 64,
         shm_budget_bytes: int = 1 << 30,
         send_timeout: float = 30.0,
+        backend: str = "local",
+        ray_address: str | None = None,
     ) -> None:
-        """``topology``: a :class:`CompiledTopology` or a ``PipelineConfig`` (compiled here, once)."""
+        """``topology``: a :class:`CompiledTopology` or a ``PipelineConfig`` (compiled here, once).
+
+        ``backend``: ``"local"`` spawns one OS process per instance on this machine;
+        ``"ray"`` runs each instance as a Ray actor placed from ``processes.<P>.ray``
+        (``ray_address`` as ``ray.init`` takes it, ``"auto"`` included; without one a
+        local Ray is started and stopped with the runtime).
+        """
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if ray_address is not None and backend != "ray":
+            raise ValueError("ray_address is only used with backend='ray'")
         if not isinstance(topology, CompiledTopology):
             from omni_compiler import compile as compile_topology
 
@@ -67,6 +80,9 @@ class Runtime:
             shm_budget_bytes=shm_budget_bytes,
         )
         self.send_timeout = send_timeout
+        self.backend = backend
+        self.ray_address = ray_address
+        self._ray: Any = None
         self.run: Any = None
         self._plane: Any = None
         self._launcher: Launcher | None = None
@@ -103,11 +119,23 @@ class Runtime:
         began = time.perf_counter()
         self.run = run = RunDir.create(base=os.environ.get("OMNI_RUNTIME_IPC_DIR"))
         self._startup = self._loop.create_future()
-        self._launcher = launcher = Launcher(self.topology, json.dumps(run.to_dict()), self.options, self._on_exit)
-        self._atexit = lambda: _emergency_cleanup(launcher, run)
-        atexit.register(self._atexit)
+        if self.backend == "local":
+            self._launcher = launcher = Launcher(self.topology, json.dumps(run.to_dict()), self.options, self._on_exit)
+            ignored = sorted({p.declared_process for p in self.topology.processes if p.ray})
+            if ignored:
+                self.log(f"omni: processes.<P>.ray of {', '.join(ignored)} is ignored by the local backend (it places on Ray with --backend ray)")
+        else:
+            from .raycluster.backend import RayBackend
+
+            self._ray = RayBackend(self.topology, self.options, self._on_exit, self.ray_address, self.send_timeout)
         try:
-            self._plane = Plane(run, E.PARENT, self.options.shm_budget_bytes)
+            if self._ray is not None:
+                self._plane, launcher = await self._ray.open(run, self.startup_timeout)
+                self._launcher = launcher  # type: ignore[assignment]
+            else:
+                self._plane = Plane(run, E.PARENT, self.options.shm_budget_bytes)
+            self._atexit = lambda: _emergency_cleanup(launcher, run)
+            atexit.register(self._atexit)
             self._recv_task = self._loop.create_task(self._receive())
             launcher.spawn_all()
             try:
@@ -222,6 +250,29 @@ class Runtime:
         """In-flight requests bound to each process instance."""
         return dict(self._load)
 
+    @property
+    def run_id(self) -> str | None:
+        """The id in every actor's name (``omni:<run id>:<instance>``) with ``backend="ray"``."""
+        return self._ray.run_id if self._ray is not None else None
+
+    async def placements(self) -> dict[str, dict[str, Any]]:
+        """Where each live instance runs: node id and address, pid, GPUs (Ray's device ids) and the logical -> local map."""
+        if self._ray is not None:
+            return await self._ray.placements()
+        return {name: {"node_id": "local", "host": "127.0.0.1", "pid": pid} for name, pid in self.instance_pids().items()}
+
+    async def transport_bytes(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Bytes each process sent to each peer, per transport (``ipc``, ``shm``, ``tcp``); ``backend="ray"`` only."""
+        return await self._ray.transport_bytes() if self._ray is not None else {}
+
+    def edge_transports(self) -> dict[tuple[str, str], str]:
+        """``ipc`` (same node: sockets + shared memory) or ``tcp`` per pair of processes that talk."""
+        if self._ray is not None:
+            return self._ray.edge_transports()
+        from .raycluster.backend import instance_pairs
+
+        return {pair: "ipc" for pair in instance_pairs(self.topology)}
+
     def instance_pids(self) -> dict[str, int | None]:
         """OS pid of each worker process (for operators and tests)."""
         return {name: wp.pid for name, wp in self._launcher.workers.items()} if self._launcher else {}
@@ -281,7 +332,9 @@ class Runtime:
         h = msg.header
         kind = h[E.KIND]
         if kind == E.READY:
-            msg.discard()
+            endpoint = msg.payload() if h.get(E.HAS_DATA) else None
+            if self._ray is not None:
+                await self._ray.ready(h[E.SRC], endpoint)
             self._on_ready(h[E.SRC])
             return
         if kind == E.STARTUP_ERROR:
@@ -331,13 +384,14 @@ class Runtime:
     def _on_exit(self, wp: WorkerProcess) -> None:
         was = wp.state
         code = wp.exited.result()
+        how = getattr(wp, "reason", "") or describe_exit(code)  # a Ray actor says why it ended in words
         wp.state = STOPPED if self._shutting_down else DEAD
         if was == STARTING and self._startup is not None and not self._startup.done():
-            self._startup.set_exception(StartupError(None, wp.name, "", reason=f"the process {describe_exit(code)} before it was ready"))
+            self._startup.set_exception(StartupError(None, wp.name, "", reason=f"the process {how} before it was ready"))
             return
         if self._shutting_down:
             return
-        message = f"process {wp.name} {describe_exit(code)} while the request was in flight"
+        message = f"process {wp.name} {how} while the request was in flight"
         for req in [r for r in self._inflight.values() if wp.name in r.instances]:
             self._finish(req, error=RequestFailed(message, process=wp.name, kind="process_died"))
             assert self._loop is not None

@@ -125,6 +125,7 @@ def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
     @app.get("/metrics")
     async def prometheus() -> Response:
         metrics.count("/metrics", 200)
+        await metrics.refresh_transport(runtime)
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 

@@ -65,6 +65,19 @@ class ServingMetrics:
         self.in_flight = Gauge("omni_requests_in_flight", "Speech requests being processed.", registry=registry)
         registry.register(_RuntimeCollector(queue_depths, health))
         registry.register(_WorkerCollector(worker_pids))
+        self.transport: dict[str, dict[str, dict[str, int]]] = {}
+        registry.register(_TransportCollector(lambda: self.transport))
+
+    async def refresh_transport(self, runtime: Any) -> None:
+        """Read the bytes sent per process, peer and transport (a cluster run asks its actors; bounded to 2 s)."""
+        import asyncio
+        import contextlib
+
+        getter = getattr(runtime, "transport_bytes", None)
+        if getter is None:
+            return
+        with contextlib.suppress(Exception):
+            self.transport = await asyncio.wait_for(getter(), 2.0)
 
     def observe_request(self, endpoint: str, status: int, seconds: float, model: str = NO_MODEL) -> None:
         self.requests.labels(endpoint=endpoint, model=model, status=str(status)).inc()
@@ -145,3 +158,25 @@ class _WorkerCollector(Collector):
         self._handles = live
         yield rss
         yield cpu
+
+
+class _TransportCollector(Collector):
+    """Bytes each process sent to each peer, by transport (ipc, shm, tcp); filled with --backend ray."""
+
+    def __init__(self, snapshot: Callable[[], Mapping[str, Mapping[str, Mapping[str, int]]]]):
+        self._snapshot = snapshot
+
+    def describe(self) -> Iterable[CounterMetricFamily]:
+        return list(self._families({}))
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        return self._families(self._snapshot())
+
+    @staticmethod
+    def _families(sent: Mapping[str, Mapping[str, Mapping[str, int]]]) -> Iterable[CounterMetricFamily]:
+        family = CounterMetricFamily("omni_transport_bytes", "Bytes sent from process src to process dst over each transport.", labels=["src", "dst", "transport"])
+        for src, peers in sorted(sent.items()):
+            for dst, counts in sorted(peers.items()):
+                for transport, value in sorted(counts.items()):
+                    family.add_metric([src, dst, transport], float(value))
+        yield family

@@ -99,6 +99,9 @@ class Inbound(WorkerState):
             if req is not None:
                 self._abort(req)
             return None
+        if kind == E.PEERS:
+            self.plane.learn(msg.payload())
+            return None
         if rid in self.finished:
             msg.discard()
             return None
