@@ -140,6 +140,7 @@ def _serve_operator_args(serve: argparse.ArgumentParser) -> None:
 
 def _env_defaults(parser: argparse.ArgumentParser) -> None:
     """Every long flag FOO-BAR of ``parser`` also reads OMNI_FOO_BAR (the flag wins); bad values are usage errors."""
+    problems: list[str] = []
     for action in parser._actions:
         long = next((o for o in action.option_strings if o.startswith("--")), None)
         if long is None or action.dest == "help":
@@ -157,10 +158,14 @@ def _env_defaults(parser: argparse.ArgumentParser) -> None:
             else:
                 value = (action.type or str)(raw)
         except (argparse.ArgumentTypeError, ValueError) as exc:
-            parser.error(f"environment variable {name}={raw!r}: {exc}")
+            problems.append(f"environment variable {name}={raw!r}: {exc}\n  fix:  set a valid value or unset it")
+            continue
         if action.choices is not None and value not in action.choices:
-            parser.error(f"environment variable {name}={raw!r}: choose from {', '.join(map(str, action.choices))}")
+            problems.append(f"environment variable {name}={raw!r}: choose from {', '.join(map(str, action.choices))}")
+            continue
         action.default = value
+    # reported when this command runs (not while --help or another command builds the parser)
+    parser.set_defaults(env_problems=tuple(problems))
 
 
 def _origins(text: str) -> tuple[str, ...]:
@@ -271,7 +276,15 @@ def _cmd_topology(args: argparse.Namespace) -> int:
     return 0
 
 
+class EnvUsageError(UserError):
+    """An OMNI_* variable holds a value its flag would refuse (exit 2, like a bad flag)."""
+
+    exit_code = 2
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
+    if getattr(args, "env_problems", ()):
+        raise EnvUsageError("omni serve: error: " + "\n".join(args.env_problems))
     from .serving.app import ServingSettings
     from .serving.guard import ConnectionLimits
     from .serving.request import SpeechLimits
