@@ -45,7 +45,7 @@ def bench_model(model: str, args: argparse.Namespace) -> tuple[list[dict[str, An
         "-c",
         "import sys; from omni_runtime.cli import main; sys.exit(main())",
         "bench",
-        "--model-path",
+        "--model",
         model,
         "--device",
         "cpu",

@@ -115,8 +115,9 @@ def _alternative(text: str) -> Alternative:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``omni bench`` options (dotted overrides are split off by the ``omni`` CLI)."""
-    parser.add_argument("--config", metavar="FILE", help="pipeline file, or deployment file with 'extends:'")
-    parser.add_argument("--model-path", metavar="ID", help="registered model id or pipeline file (default: omni/espeak)")
+    from .selection import add_pipeline_arguments
+
+    add_pipeline_arguments(parser)  # --model, --config, --weights, --device, --gpus: the words every omni command shares
     parser.add_argument("--requests", type=int, default=16, metavar="N", help="measured requests per topology and concurrency (default: %(default)s)")
     parser.add_argument(
         "--concurrency",
@@ -142,8 +143,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar='NAME="OVERRIDES"',
         help='an alternative topology: override set applied on top of the current one, e.g. --alt split="--stages.vocoder.process vocoder" (repeatable)',
     )
-    parser.add_argument("--device", default=None, help="'cpu' runs GPU-declared stages on the CPU (default: the declared placement)")
-    parser.add_argument("--gpus", type=int, default=None, help="number of GPUs to check GPU ids against")
     parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds every process gets to build its stages (default: %(default)s)")
     parser.add_argument("--request-timeout", type=float, default=600.0, help="seconds one request may take before it counts as failed (default: %(default)s)")
     parser.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: %(default)s)")
@@ -286,12 +285,22 @@ class _RssSampler:
 class _Target:
     alternative: Alternative
     topology: Any
+    device: str | None
+    weights: str | None
 
 
 def _compile_all(args: argparse.Namespace, alternatives: Sequence[Alternative]) -> list[_Target]:
     """Compile every topology first, so an invalid alternative fails before anything starts."""
-    from omni_compiler import compile as compile_topology
-    from omni_config import ConfigError, ConfigIssue, load_config, load_model, split_overrides
+    from omni_config import ConfigError, ConfigIssue, split_overrides
+
+    from .selection import load_pipeline
+
+    said: set[str] = set()
+
+    def announce(line: str) -> None:  # the same notice (CPU fallback, deprecation) once, not once per alternative
+        if line not in said:
+            said.add(line)
+            print(line, file=sys.stderr, flush=True)
 
     base = list(getattr(args, "overrides", ()) or ())
     targets: list[_Target] = []
@@ -306,11 +315,8 @@ def _compile_all(args: argparse.Namespace, alternatives: Sequence[Alternative]) 
             )
         overrides = base + extra
         try:
-            if args.config:
-                config = load_config(args.config, overrides)
-            else:
-                config = load_model(args.model_path or "omni/espeak", overrides)
-            targets.append(_Target(alt, compile_topology(config, num_gpus=args.gpus)))
+            pipeline = load_pipeline(argparse.Namespace(**{**vars(args), "overrides": overrides}), announce)
+            targets.append(_Target(alt, pipeline.topology, pipeline.device, pipeline.weights))
         except ConfigError as exc:
             label = "the current topology" if alt.name == CURRENT else f"--alt {alt.name}"
             issues.extend(ConfigIssue(f"{label}: {i.path}", i.rule, i.fix, value=i.value, source=i.source) for i in exc.issues)
@@ -353,9 +359,9 @@ async def _bench_topology(target: _Target, args: argparse.Namespace, concurrenci
 
     runtime = Runtime(
         target.topology,
-        device=args.device,
+        device=target.device,
         startup_timeout=args.startup_timeout,
-        model_path=args.model_path,
+        model_path=target.weights,
         log=None,
         **backend_kwargs(args),
     )
@@ -480,12 +486,12 @@ def run(args: argparse.Namespace) -> int:
     except BenchUsageError as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    model = args.config or args.model_path or "omni/espeak"
+    model = args.config or args.model or args.model_path or "omni/espeak"
     if args.format == "json":
         print(json.dumps({"model": model, "stream": bool(args.stream), "device": args.device, "rows": [asdict(r) for r in rows]}, indent=2))
     else:
         title = (
-            f"omni bench: {model}, {args.requests} requests per row, {'streaming' if args.stream else 'non-streaming'}, device {args.device or 'as declared'}"
+            f"omni bench: {model}, {args.requests} requests per row, {'streaming' if args.stream else 'non-streaming'}, device {args.device}"
         )
         print(render_table(rows, title=title))
     # Every request failing is a tool failure (a broken pipeline), not a usage mistake.
@@ -497,6 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from omni_config import ConfigError, ConfigFileError, split_overrides
 
     from .errors import StartupError
+    from .selection import UserError
 
     rest, overrides = split_overrides(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(prog="omni bench", description=__doc__.splitlines()[0])
@@ -511,6 +518,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StartupError as exc:
         print("error: " + exc.render(), file=sys.stderr)
         return 2
+    except UserError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
 
 
 if __name__ == "__main__":
