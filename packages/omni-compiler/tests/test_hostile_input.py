@@ -55,7 +55,7 @@ CASES = {
     "env-empty-name": (higgs_with('OMNI_VOCODER_CHUNK: "2048"', '"": "2048"'), [], 1, "stages.vocoder.env['']", "non-empty"),
     "env-equals": (higgs_with('OMNI_VOCODER_CHUNK: "2048"', '"A=B": "2048"'), [], 1, "stages.vocoder.env.A=B", "'='"),
     "env-nul": (higgs_with('OMNI_VOCODER_CHUNK: "2048"', 'OMNI_VOCODER_CHUNK: "20\\x0048"'), [], 1, "stages.vocoder.env.OMNI_VOCODER_CHUNK", "NUL"),
-    "name-newline": (higgs_with("  - name: vocoder\n", '  - name: "vocoder\\n"\n'), [], 1, "stages.vocoder\n.name", "only letters"),
+    "name-newline": (higgs_with("  - name: vocoder\n", '  - name: "vocoder\\n"\n'), [], 1, "stages[3].name", "only letters"),
     "factory-newline": (higgs_with("build_vocoder", 'build_vocoder\\n"').replace("factory: omni_models.higgs_tts.stages:build_vocoder", 'factory: "omni_models.higgs_tts.stages:build_vocoder'), [], 1, "stages.vocoder.factory", "import path"),
     "factory-shape": (higgs_with("omni_models.higgs_tts.stages:build_vocoder", "build_vocoder"), [], 1, "stages.vocoder.factory", "import path"),
     "process-65-chars": (higgs_with("process: vocoder", "process: " + "v" * 65), [], 1, "stages.vocoder.process", "limit is 64"),

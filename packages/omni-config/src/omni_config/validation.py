@@ -76,15 +76,15 @@ def dotted_path(loc: tuple[Any, ...], raw: Any) -> str:
         if isinstance(part, int) and isinstance(node, list):
             entry = node[part] if 0 <= part < len(node) else None
             name = entry.get("name") if isinstance(entry, dict) else None
-            if isinstance(name, str) and name and tuple(loc[:index]) == ("stages",):
+            if isinstance(name, str) and name and name.isprintable() and tuple(loc[:index]) == ("stages",):
                 parts.append(name)
             elif isinstance(entry, dict) and tuple(loc[:index]) == ("process_local_edges",) and isinstance(entry.get("src"), str):
                 parts.append(f"{entry.get('src')}->{entry.get('dst')}")
             else:
                 parts[-1:] = [f"{parts[-1]}[{part}]"] if parts else [f"[{part}]"]
             node = entry
-        elif part == "" and parts:  # an empty key would vanish between two dots
-            parts[-1] += "['']"
+        elif isinstance(part, str) and parts and (part == "" or not part.isprintable()):  # would vanish or break the line
+            parts[-1] += f"[{part!r}]"
             node = node.get(part) if isinstance(node, dict) else None
         else:
             parts.append(str(part))

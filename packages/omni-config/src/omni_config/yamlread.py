@@ -69,6 +69,8 @@ def read_document(text: str, source: str) -> Document:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "nesting depth" in problem:  # libyaml's own bound, met while scanning ahead of our events
+            raise ConfigFileError(source, f"nesting deeper than {MAX_DEPTH} levels{where}", "flatten the file: a pipeline config needs a handful of levels", *_position(mark)) from None
         raise ConfigFileError(source, f"YAML syntax error{where}: {problem}", "fix the YAML syntax", *_position(mark)) from None
     finally:
         parser.dispose()

@@ -146,6 +146,7 @@ def _serve_operator_args(serve: argparse.ArgumentParser) -> None:
 
 def _env_defaults(parser: argparse.ArgumentParser) -> None:
     """Every long flag FOO-BAR of ``parser`` also reads OMNI_FOO_BAR (the flag wins); bad values are usage errors."""
+    problems: list[str] = []
     for action in parser._actions:
         long = next((o for o in action.option_strings if o.startswith("--")), None)
         if long is None or action.dest == "help":
@@ -163,10 +164,14 @@ def _env_defaults(parser: argparse.ArgumentParser) -> None:
             else:
                 value = (action.type or str)(raw)
         except (argparse.ArgumentTypeError, ValueError) as exc:
-            parser.error(f"environment variable {name}={raw!r}: {exc}")
+            problems.append(f"environment variable {name}={raw!r}: {exc}\n  fix:  set a valid value or unset it")
+            continue
         if action.choices is not None and value not in action.choices:
-            parser.error(f"environment variable {name}={raw!r}: choose from {', '.join(map(str, action.choices))}")
+            problems.append(f"environment variable {name}={raw!r}: choose from {', '.join(map(str, action.choices))}")
+            continue
         action.default = value
+    # reported when this command runs (not while --help or another command builds the parser)
+    parser.set_defaults(env_problems=tuple(problems))
 
 
 def _origins(text: str) -> tuple[str, ...]:
@@ -283,7 +288,15 @@ def _cmd_topology(args: argparse.Namespace) -> int:
     return 0
 
 
+class EnvUsageError(UserError):
+    """An OMNI_* variable holds a value its flag would refuse (exit 2, like a bad flag)."""
+
+    exit_code = 2
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
+    if getattr(args, "env_problems", ()):
+        raise EnvUsageError("omni serve: error: " + "\n".join(args.env_problems))
     from .serving.app import ServingSettings
     from .serving.guard import ConnectionLimits
     from .serving.request import SpeechLimits
@@ -467,7 +480,8 @@ def _known_error_text(exc: BaseException) -> str:
 
 def _format_from_suffix(output: str) -> str:
     suffix = Path(output).suffix.lower()
-    return {".wav": "wav", ".flac": "flac", ".pcm": "pcm", ".raw": "pcm"}.get(suffix, "wav")
+    formats = {".wav": "wav", ".flac": "flac", ".pcm": "pcm", ".raw": "pcm", ".mp3": "mp3", ".opus": "opus", ".ogg": "opus", ".aac": "aac"}
+    return formats.get(suffix, "wav")
 
 
 def _write_atomic(path: Path, payload: bytes) -> None:
