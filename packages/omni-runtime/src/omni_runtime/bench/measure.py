@@ -121,7 +121,7 @@ def make_row(name: str, processes: int, concurrency: int, length: int, samples: 
         ttfa_p50_s=percentile(ttfa, 50),
         ttfa_p95_s=percentile(ttfa, 95),
         audio_s=round(audio, 3),
-        rtf=round(wall / audio, 4) if audio > 0 else None,
+        rtf=round(wall / audio, 6) if audio > 0 else None,
         audio_s_per_s=round(audio / wall, 4) if wall > 0 else 0.0,
         request_rtf_p50=percentile([s.latency_s / s.audio_s for s in ok if s.audio_s > 0], 50),
         startup_s=round(startup, 2),
