@@ -46,7 +46,7 @@ def omni_bench(model: str, concurrency: int, args: argparse.Namespace, split: li
     """One ``omni bench`` run at one concurrency; returns its rows (each with the load it saw)."""
     cmd = [
         sys.executable, "-c", "import sys; from omni_runtime.cli import main; sys.exit(main())",
-        "bench", "--model-path", model, "--device", "cpu", "--json",
+        "bench", "--model", model, "--device", "cpu", "--json",
         "--requests", str(max(args.requests_per_client * concurrency, args.min_requests)),
         "--concurrency", str(concurrency), "--text-length", str(args.text_length), "--warmup", str(concurrency),
     ]

@@ -53,7 +53,7 @@ def test_invalid_alternative_is_refused_before_anything_starts() -> None:
 
 
 def test_forbidden_split_as_an_alternative_is_refused_with_the_models_reason() -> None:
-    result = omni("bench", "--model-path", "qwen/qwen3-tts", "--alt", "engine=--stages.tts_engine.process engine", timeout=60)
+    result = omni("bench", "--model", "qwen/qwen3-tts", "--alt", "engine=--stages.tts_engine.process engine", timeout=60)
     assert result.returncode == 1
     assert "the edge preprocessing -> tts_engine must stay inside one OS process" in result.stderr
     assert "_PREPARED_REQUESTS" in result.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,12 +44,22 @@ class Row:
 class _Target:
     alternative: Alternative
     topology: Any
+    device: str | None
+    weights: str | None
 
 
 def _compile_all(args: argparse.Namespace, alts: Sequence[Alternative]) -> list[_Target]:
     """Compile every topology first, so an invalid alternative fails before anything starts."""
-    from omni_compiler import compile as compile_topology
-    from omni_config import ConfigError, ConfigIssue, load_config, load_model, split_overrides
+    from omni_config import ConfigError, ConfigIssue, split_overrides
+
+    from ..selection import load_pipeline
+
+    said: set[str] = set()
+
+    def announce(line: str) -> None:  # the same notice (CPU fallback, deprecation) once, not once per alternative
+        if line not in said:
+            said.add(line)
+            print(line, file=sys.stderr, flush=True)
 
     base = list(getattr(args, "overrides", ()) or ())
     targets: list[_Target] = []
@@ -63,11 +74,8 @@ def _compile_all(args: argparse.Namespace, alts: Sequence[Alternative]) -> list[
             )
         overrides = base + extra
         try:
-            if args.config:
-                config = load_config(args.config, overrides)
-            else:
-                config = load_model(args.model_path or "omni/espeak", overrides)
-            targets.append(_Target(alt, compile_topology(config, num_gpus=args.gpus)))
+            pipeline = load_pipeline(argparse.Namespace(**{**vars(args), "overrides": overrides}), announce)
+            targets.append(_Target(alt, pipeline.topology, pipeline.device, pipeline.weights))
         except ConfigError as exc:
             label = "the current topology" if alt.name == CURRENT else f"--alt {alt.name}"
             issues.extend(ConfigIssue(f"{label}: {i.path}", i.rule, i.fix, value=i.value, source=i.source) for i in exc.issues)
@@ -80,7 +88,7 @@ async def _bench_topology(target: _Target, args: argparse.Namespace, concurrenci
     from ..cli import backend_kwargs
     from ..runtime import Runtime
 
-    runtime = Runtime(target.topology, device=args.device, startup_timeout=args.startup_timeout, model_path=args.model_path, log=None, **backend_kwargs(args))
+    runtime = Runtime(target.topology, device=target.device, startup_timeout=args.startup_timeout, model_path=target.weights, log=None, **backend_kwargs(args))
     name = target.alternative.name
     log(f"bench: starting {name} ({len(target.topology.instances)} processes)")
     began = time.perf_counter()

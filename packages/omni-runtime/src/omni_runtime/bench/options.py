@@ -53,9 +53,9 @@ def _alternative(text: str) -> Alternative:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``omni bench`` options (dotted overrides are split off by the ``omni`` CLI)."""
     from ..cli import add_backend_args
+    from ..selection import add_pipeline_arguments
 
-    parser.add_argument("--config", metavar="FILE", help="pipeline file, or deployment file with 'extends:'")
-    parser.add_argument("--model-path", metavar="ID", help="registered model id or pipeline file (default: omni/espeak)")
+    add_pipeline_arguments(parser)  # --model, --config, --weights, --device, --gpus: the words every omni command shares
     parser.add_argument("--requests", type=int, default=16, metavar="N", help="measured requests per topology and concurrency (default: %(default)s)")
     parser.add_argument(
         "--concurrency", type=_int_list, action="append", metavar="C",
@@ -71,8 +71,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--alt", type=_alternative, action="append", default=[], metavar='NAME="OVERRIDES"',
         help='an alternative topology: override set applied on top of the current one, e.g. --alt split="--stages.vocoder.process vocoder" (repeatable)',
     )
-    parser.add_argument("--device", default=None, help="'cpu' runs GPU-declared stages on the CPU (default: the declared placement)")
-    parser.add_argument("--gpus", type=int, default=None, help="number of GPUs to check GPU ids against")
     parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds every process gets to build its stages (default: %(default)s)")
     parser.add_argument("--request-timeout", type=float, default=600.0, help="seconds one request may take before it counts as failed (default: %(default)s)")
     parser.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: %(default)s)")

@@ -71,8 +71,12 @@ def render_table(rows: Sequence[Row], *, title: str = "") -> str:
     return "\n".join(lines)
 
 
+def model_name(args: argparse.Namespace) -> str:
+    return args.config or getattr(args, "model", None) or getattr(args, "model_path", None) or "omni/espeak"
+
+
 def to_json(rows: Sequence[Row], args: argparse.Namespace) -> str:
-    model = args.config or args.model_path or "omni/espeak"
+    model = model_name(args)
     return json.dumps({"model": model, "stream": bool(args.stream), "device": args.device, "fields": FIELDS, "rows": [asdict(r) for r in rows]}, indent=2)
 
 
@@ -90,13 +94,12 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(to_json(rows, args))
     else:
-        model = args.config or args.model_path or "omni/espeak"
         mode = "streaming" if args.stream else "non-streaming"
-        print(render_table(rows, title=f"omni bench: {model}, {args.requests} requests per row, {mode}, device {args.device or 'as declared'}"))
+        print(render_table(rows, title=f"omni bench: {model_name(args)}, {args.requests} requests per row, {mode}, device {args.device}"))
     if args.plot and rows:
         from .plot import plot_rows
 
-        plot_rows(rows, args.plot, title=args.config or args.model_path or "omni/espeak")
+        plot_rows(rows, args.plot, title=model_name(args))
         log(f"bench: wrote {args.plot}")
     # Every request failing is a tool failure (a broken pipeline), not a usage mistake.
     return 2 if rows and all(r.failed == r.requests for r in rows) else 0
@@ -107,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from omni_config import ConfigError, ConfigFileError, split_overrides
 
     from ..errors import StartupError
+    from ..selection import UserError
 
     rest, overrides = split_overrides(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(prog="omni bench", description="Measure a workload on the current topology and on alternatives, side by side.")
@@ -121,3 +125,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StartupError as exc:
         print("error: " + exc.render(), file=sys.stderr)
         return 2
+    except UserError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
