@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,22 @@ def broken_link(path: Path) -> str | None:
     return None
 
 
+def _not_regular(path: Path) -> str | None:
+    """Why a Python or pipeline file is not read (a FIFO would block, a device never ends), else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else f"not a regular file ({file_kind(mode)}); only regular files are read"
+
+
+def file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
 def walk_tree(start: Path, excluded: Callable[[Path], bool], problems: dict[Path, str]) -> Iterator[tuple[Path, list[str]]]:
     """``(folder, file names)`` under ``start`` in sorted order, skipping default-excluded and
     ``exclude``d folders; symlinked folders are not entered (so no cycle), and every symlink
@@ -83,6 +100,8 @@ def walk_tree(start: Path, excluded: Callable[[Path], bool], problems: dict[Path
         here = Path(dirpath)
         for name in [*dirnames, *filenames]:
             reason = broken_link(here / name)
+            if reason is None and (name.endswith(".py") or PIPELINE_FILE.match(name)):
+                reason = _not_regular(here / name)
             if reason is not None:
                 problems[here / name] = reason
         dirnames[:] = sorted(
