@@ -173,21 +173,21 @@ def _bench_parser(sub: Any) -> None:
     import importlib
 
     try:
-        workload_bench = importlib.import_module("omni_runtime.workload_bench")
+        bench_module = importlib.import_module("omni_runtime.bench")
     except ModuleNotFoundError as exc:
-        if exc.name != "omni_runtime.workload_bench":
+        if exc.name != "omni_runtime.bench":
             raise
-        bench = _subparser(sub, "bench", "workload benchmark (unavailable: omni_runtime.workload_bench is not installed)")
+        bench = _subparser(sub, "bench", "workload benchmark (unavailable: omni_runtime.bench is not installed)")
         bench.set_defaults(func=_bench_missing)
         return
-    bench = _subparser(sub, "bench", "run a workload benchmark against a pipeline")
-    workload_bench.add_arguments(bench)
-    bench.set_defaults(func=workload_bench.run)
+    bench = _subparser(sub, "bench", "measure a workload (RTF, TTFA, requests/s, RSS) on the current topology and on alternatives")
+    bench_module.add_arguments(bench)
+    bench.set_defaults(func=bench_module.run)
 
 
 def _bench_missing(args: argparse.Namespace) -> int:
     print(
-        "error: omni bench is not available: the module omni_runtime.workload_bench is not installed\n"
+        "error: omni bench is not available: the module omni_runtime.bench is not installed\n"
         "  fix:  install an omni-runtime that ships it (pip install -e packages/omni-runtime)",
         file=sys.stderr,
     )
