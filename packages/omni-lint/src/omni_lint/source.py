@@ -187,12 +187,6 @@ class SourceCache:
         self._files[path] = parsed
         return parsed
 
-    def is_file(self, path: Path) -> bool:
-        return path.is_file()
-
-    def is_dir(self, path: Path) -> bool:
-        return path.is_dir()
-
     def files(self) -> list[ParsedFile]:
         unique: dict[Path, ParsedFile] = {}
         for parsed in self._files.values():
