@@ -143,7 +143,7 @@ def bench_ray(session: nox.Session) -> None:
 
 @nox.session
 def bench_models(session: nox.Session) -> None:
-    """`omni bench` for every model: default vs fully split, concurrency 1 and 8, on the CPU."""
+    """`omni bench` for every model on the CPU: throughput and TTFA at concurrency 1, 8 and 32 with ratios (--split adds the fully split topology)."""
     _install(session, "omni-models", extras="")
     session.run("python", "benchmarks/models_bench.py", *session.posargs)
 

@@ -90,9 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--max-input-chars", type=_positive_int, default=4096, help="longest accepted 'input'; longer is a 413 (default: %(default)s)")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="uvicorn log level")
-    _serve_operator_args(serve)
+    from .serving.flags import add_operator_args, env_defaults
+
+    add_operator_args(serve)
     serve.set_defaults(func=_cmd_serve)
-    _env_defaults(serve)
+    env_defaults(serve)
 
     synth = _subparser(sub, "synthesize", "synthesize one utterance to an audio file through the same runtime")
     synth.add_argument("text", help="the text to speak")
@@ -118,72 +120,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     _bench_parser(sub)
     return parser
-
-
-def _serve_operator_args(serve: argparse.ArgumentParser) -> None:
-    group = serve.add_argument_group("operator options (each also read from the OMNI_<FLAG> environment variable, e.g. OMNI_API_KEY)")
-    group.add_argument("--api-key", metavar="KEY", help="require 'Authorization: Bearer KEY' on every /v1 route (default: no key)")
-    group.add_argument(
-        "--allowed-origins", metavar="ORIGINS", type=_origins, default=(),
-        help="comma-separated origins browsers may call the API from (CORS), e.g. https://app.example.com; '*' for any (default: none)",
-    )
-    group.add_argument("--root-path", default="", metavar="PATH", help="path prefix a reverse proxy serves this server under, e.g. /tts")
-    group.add_argument("--max-body-bytes", type=_positive_int, default=64 * 1024, help="largest request body; larger is a 413 (default: %(default)s)")
-    group.add_argument("--body-timeout", type=_positive_float, default=10.0, help="seconds a client has to send a whole body (default: %(default)s)")
-    group.add_argument("--header-timeout", type=_positive_float, default=10.0, help="seconds a connection has to send its request headers (default: %(default)s)")
-    group.add_argument("--keep-alive-timeout", type=_positive_float, default=5.0, help="seconds an idle keep-alive connection stays open (default: %(default)s)")
-    group.add_argument(
-        "--max-connections", type=_positive_int, default=None,
-        help="open connections at most; at the cap the oldest idle one is closed (default: the file-descriptor limit less a reserve)",
-    )
-
-
-def _env_defaults(parser: argparse.ArgumentParser) -> None:
-    """Every long flag FOO-BAR of ``parser`` also reads OMNI_FOO_BAR (the flag wins); bad values are usage errors."""
-    problems: list[str] = []
-    for action in parser._actions:
-        long = next((o for o in action.option_strings if o.startswith("--")), None)
-        if long is None or action.dest == "help":
-            continue
-        name = "OMNI_" + long[2:].upper().replace("-", "_").replace(".", "_")
-        action.help = (action.help or "") + f" [env {name}]"
-        raw = os.environ.get(name)
-        if raw is None or raw == "":
-            continue
-        try:
-            if action.nargs == 0:
-                value: Any = raw.lower() in ("1", "true", "yes", "on")
-            elif isinstance(action, argparse._AppendAction):
-                value = [(action.type or str)(v.strip()) for v in raw.split(",") if v.strip()]
-            else:
-                value = (action.type or str)(raw)
-        except (argparse.ArgumentTypeError, ValueError) as exc:
-            problems.append(f"environment variable {name}={raw!r}: {exc}\n  fix:  set a valid value or unset it")
-            continue
-        if action.choices is not None and value not in action.choices:
-            problems.append(f"environment variable {name}={raw!r}: choose from {', '.join(map(str, action.choices))}")
-            continue
-        action.default = value
-    # reported when this command runs (not while --help or another command builds the parser)
-    parser.set_defaults(env_problems=tuple(problems))
-
-
-def _origins(text: str) -> tuple[str, ...]:
-    origins = tuple(o.strip().rstrip("/") for o in text.split(",") if o.strip())
-    for origin in origins:
-        if origin != "*" and not origin.startswith(("http://", "https://")):
-            raise argparse.ArgumentTypeError(f"origin {origin!r} must start with http:// or https:// (or be '*')")
-    return origins
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def _subparser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -237,21 +173,21 @@ def _bench_parser(sub: Any) -> None:
     import importlib
 
     try:
-        workload_bench = importlib.import_module("omni_runtime.workload_bench")
+        bench_module = importlib.import_module("omni_runtime.bench")
     except ModuleNotFoundError as exc:
-        if exc.name != "omni_runtime.workload_bench":
+        if exc.name != "omni_runtime.bench":
             raise
-        bench = _subparser(sub, "bench", "workload benchmark (unavailable: omni_runtime.workload_bench is not installed)")
+        bench = _subparser(sub, "bench", "workload benchmark (unavailable: omni_runtime.bench is not installed)")
         bench.set_defaults(func=_bench_missing)
         return
-    bench = _subparser(sub, "bench", "run a workload benchmark against a pipeline")
-    workload_bench.add_arguments(bench)
-    bench.set_defaults(func=workload_bench.run)
+    bench = _subparser(sub, "bench", "measure a workload (RTF, TTFA, requests/s, RSS) on the current topology and on alternatives")
+    bench_module.add_arguments(bench)
+    bench.set_defaults(func=bench_module.run)
 
 
 def _bench_missing(args: argparse.Namespace) -> int:
     print(
-        "error: omni bench is not available: the module omni_runtime.workload_bench is not installed\n"
+        "error: omni bench is not available: the module omni_runtime.bench is not installed\n"
         "  fix:  install an omni-runtime that ships it (pip install -e packages/omni-runtime)",
         file=sys.stderr,
     )
@@ -276,15 +212,10 @@ def _cmd_topology(args: argparse.Namespace) -> int:
     return 0
 
 
-class EnvUsageError(UserError):
-    """An OMNI_* variable holds a value its flag would refuse (exit 2, like a bad flag)."""
-
-    exit_code = 2
-
-
 def _cmd_serve(args: argparse.Namespace) -> int:
-    if getattr(args, "env_problems", ()):
-        raise EnvUsageError("omni serve: error: " + "\n".join(args.env_problems))
+    from .serving.flags import check_env
+
+    check_env(args)
     from .serving.app import ServingSettings
     from .serving.guard import ConnectionLimits
     from .serving.request import SpeechLimits
