@@ -79,7 +79,7 @@ def test_loader_validates_its_arguments():
         Loader.create("pt", None, 1, None)
     with pytest.raises(ValueError, match="num_threads"):
         Loader.create("dummy", None, 1, None, num_threads=0)
-    # the runtime passes the model id as model_path; dummy weights ignore it
+    # with --weights the runtime passes the checkpoint directory as model_path; dummy weights ignore it
     assert Loader.create("dummy", "qwen/qwen3-tts", 1, None).model_path is None
 
 
@@ -92,3 +92,10 @@ def test_export_cli_writes_a_loadable_directory(tmp_path):
     assert (tmp_path / "ckpt" / "model.safetensors").is_file()
     bad = subprocess.run([sys.executable, "-m", "omni_models.export", "nobody/model", str(tmp_path)], check=False, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "unknown model 'nobody/model'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_export_cli_says_its_version():
+    import omni_models
+
+    out = subprocess.run([sys.executable, "-m", "omni_models.export", "--version"], check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == f"python -m omni_models.export {omni_models.__version__}", out

@@ -115,6 +115,3 @@ class ReplicaChooser:
                 idx = min(live, key=lambda i: (sum(load.get(n, 0) for n in self._members[group][i]), i))
             binding[group] = idx
         return binding
-
-    def group_members(self, group: str) -> list[list[str]]:
-        return self._members[group]
