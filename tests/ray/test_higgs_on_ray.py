@@ -55,7 +55,7 @@ def server(cluster):
             url = found.group(1)
     if url is None:
         proc.kill()
-        pytest.fail("omni serve --backend ray did not start:\n" + "".join(lines[-40:]))
+        pytest.fail("omni serve --backend ray did not start:\n" + "".join(lines[-80:]))
     try:
         yield url, proc
     finally:
