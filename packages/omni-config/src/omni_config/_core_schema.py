@@ -339,6 +339,41 @@ CORE_SCHEMA = {
                                             'default_factory_takes_data': False,
                                         },
                                     },
+                                    'restart': {
+                                        'type': 'model-field',
+                                        'schema': {
+                                            'type': 'default',
+                                            'schema': {
+                                                'type': 'model',
+                                                'cls': records.RestartPolicyConfig,
+                                                'schema': {
+                                                    'type': 'model-fields',
+                                                    'fields': {
+                                                        'max_restarts': {
+                                                            'type': 'model-field',
+                                                            'schema': {'type': 'default', 'schema': {'type': 'int', 'ge': 0}, 'default': 5},
+                                                        },
+                                                        'window_s': {
+                                                            'type': 'model-field',
+                                                            'schema': {'type': 'default', 'schema': {'type': 'float', 'gt': 0}, 'default': 60.0},
+                                                        },
+                                                        'backoff_s': {
+                                                            'type': 'model-field',
+                                                            'schema': {'type': 'default', 'schema': {'type': 'float', 'ge': 0}, 'default': 1.0},
+                                                        },
+                                                    },
+                                                    'model_name': 'RestartPolicyConfig',
+                                                    'computed_fields': [],
+                                                },
+                                                'custom_init': False,
+                                                'root_model': False,
+                                                'config': {'extra_fields_behavior': 'forbid', 'title': 'RestartPolicyConfig'},
+                                                'ref': 'RestartPolicyConfig',
+                                            },
+                                            'default_factory': records.constant(records.make(records.RestartPolicyConfig, max_restarts=5, window_s=60.0, backoff_s=1.0)),
+                                            'default_factory_takes_data': False,
+                                        },
+                                    },
                                 },
                                 'model_name': 'ProcessConfig',
                                 'computed_fields': [],
@@ -449,7 +484,8 @@ MODEL_FIELDS = {
         'runtime',
     ),
     'RayPlacementConfig': ('resources', 'num_cpus', 'label_selector'),
-    'ProcessConfig': ('num_replicas', 'replica_devices', 'ray'),
+    'RestartPolicyConfig': ('max_restarts', 'window_s', 'backoff_s'),
+    'ProcessConfig': ('num_replicas', 'replica_devices', 'ray', 'restart'),
     'PlacementConfig': (
         'max_total_gpu_memory_fraction_per_gpu',
         'require_memory_fraction_for_colocation',

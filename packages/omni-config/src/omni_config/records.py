@@ -85,6 +85,10 @@ class RayPlacementConfig(Record):
     __slots__ = ()
 
 
+class RestartPolicyConfig(Record):
+    __slots__ = ()
+
+
 class ProcessConfig(Record):
     __slots__ = ()
 

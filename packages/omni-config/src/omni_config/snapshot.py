@@ -28,6 +28,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     schema.StageRuntimeConfig,
     schema.StageConfig,
     schema.RayPlacementConfig,
+    schema.RestartPolicyConfig,
     schema.ProcessConfig,
     schema.PlacementConfig,
     schema.ProcessLocalEdge,

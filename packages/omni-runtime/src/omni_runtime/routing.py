@@ -116,5 +116,12 @@ class ReplicaChooser:
             binding[group] = idx
         return binding
 
+    def can_serve(self, alive: Mapping[str, bool]) -> bool:
+        """Whether a request could be bound now: a live replica in every replicated group, every other instance live."""
+        replicated = {name for members in self._members.values() for replica in members for name in replica}
+        if not all(ok for name, ok in alive.items() if name not in replicated):
+            return False
+        return all(any(all(alive.get(n, False) for n in replica) for replica in members) for members in self._members.values())
+
     def group_members(self, group: str) -> list[list[str]]:
         return self._members[group]

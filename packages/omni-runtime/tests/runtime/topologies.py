@@ -53,15 +53,19 @@ def main_topology() -> CompiledTopology:
 R = "runtime_stages.replica"
 
 
-def replica_topology() -> CompiledTopology:
-    """``front`` -> ``rep_a`` -> ``rep_b``; rep_a and rep_b share process ``rep``, replicated twice."""
+def replica_topology(max_restarts: int = 0, backoff_s: float = 1.0) -> CompiledTopology:
+    """``front`` -> ``rep_a`` -> ``rep_b``; rep_a and rep_b share process ``rep``, replicated twice.
+
+    ``max_restarts`` (default 0, fail-stop) is the restart policy of both processes.
+    """
+    restart = {"max_restarts": max_restarts, "backoff_s": backoff_s}
     return topology(
         [
             {"name": "entry", "factory": f"{R}:build_record", "process": "front", "next": "rep_a"},
             {"name": "rep_a", "factory": f"{R}:build_record", "process": "rep", "next": "rep_b"},
             {"name": "rep_b", "factory": f"{R}:build_record", "process": "rep", "terminal": True},
         ],
-        processes={"rep": {"num_replicas": 2}},
+        processes={"rep": {"num_replicas": 2, "restart": restart}, "front": {"restart": restart}},
     )
 
 
