@@ -30,18 +30,3 @@ def test_a_full_cli_run_pulls_in_neither_torch_nor_libcst():
     )
     result = _python(code)
     assert result.returncode == 0, result.stderr
-
-
-def test_validate_and_show_never_build_the_pydantic_models():
-    """The cold start of `omni-compile` depends on it: the records path only (omni_config.records)."""
-    code = (
-        "import sys\n"
-        "from omni_compiler.cli import main\n"
-        f"assert main(['validate', {str(FIXTURES / 'higgs_tts.yaml')!r}]) == 0\n"
-        f"assert main(['show', {str(FIXTURES / 'higgs_tts.yaml')!r}, '--format', 'json', '--stages.vocoder.process', 'x']) == 0\n"
-        f"assert main(['validate', {str(FIXTURES / 'higgs_tts.yaml')!r}, '--stages.vocoder.tp_size', 'zero']) == 1\n"
-        "built = sorted(m for m in ('pydantic.main', 'omni_config.schema') if m in sys.modules)\n"
-        "assert not built, built\n"
-    )
-    result = _python(code)
-    assert result.returncode == 0, result.stderr

@@ -7,14 +7,14 @@ from compiler_helpers import fixture_dict
 
 from omni_compiler import compile
 from omni_compiler.splits import fraction_overrides, fully_split_overrides, local_groups
-from omni_config import raw_config, raw_records
+from omni_config import raw_config
 
 
 def test_process_local_edges_group_stages_in_declaration_order():
     data = fixture_dict("qwen3_tts")
     assert local_groups(raw_config(data)) == [["preprocessing", "tts_engine"], ["vocoder"]]
     data["process_local_edges"].append({"src": "tts_engine", "dst": "vocoder", "reason": "r"})
-    assert local_groups(raw_records(data)) == [["preprocessing", "tts_engine", "vocoder"]]
+    assert local_groups(raw_config(data)) == [["preprocessing", "tts_engine", "vocoder"]]
 
 
 def test_the_fully_split_qwen3_compiles_with_the_contract_kept():

@@ -15,3 +15,11 @@ def test_import_pulls_in_neither_torch_nor_libcst():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_installed_version_is_the_one_in_the_source():
+    from importlib.metadata import version
+
+    import omni_config
+
+    assert version("omni-config") == omni_config.__version__

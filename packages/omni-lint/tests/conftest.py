@@ -9,8 +9,6 @@ from omni_lint import Settings, lint
 from omni_lint.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
-REPO = Path(__file__).resolve().parents[3]
-OMNI_MODELS = REPO / "packages" / "omni-models" / "src" / "omni_models"
 
 
 def write_tree(root: Path, files: dict[str, str]) -> Path:

@@ -40,7 +40,7 @@ def test_json_format(cli):
     code, out, _ = cli("--format", "json", ".", cwd=FIXTURES / "payload_only")
     data = json.loads(out)
     assert code == 0
-    assert data["summary"] == {"errors": 0, "info": 1, "suppressed": 0, "models": 1, "pipelines": 1, "files": 2, "exit_code": 0}
+    assert data["summary"] == {"errors": 0, "warnings": 0, "info": 1, "suppressed": 0, "models": 1, "pipelines": 1, "files": 2, "exit_code": 0}
     (finding,) = data["findings"]
     assert {k: finding[k] for k in ("path", "line", "col", "code", "severity")} == {
         "path": "voxtrallike/pipeline.yaml", "line": 13, "col": 5, "code": "OL100", "severity": "info"

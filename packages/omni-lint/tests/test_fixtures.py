@@ -32,10 +32,10 @@ def test_context_pair_undeclared_reports_both_directions():
     )
     assert "qwenlike_undeclared/pipeline.yaml" in context.message
     assert "declare process_local_edges preprocessing -> tts_engine" in context.message
-    # preprocessing writes prepared requests, the engine's take() (called by the base class) pops them
+    # preprocessing writes prepared requests, the engine's take() (called by the base class) pops them: the pop is cited, not the membership probe
     assert prepared.message.startswith(
         "_PREPARED_REQUESTS (qwenlike/stages.py:11) is written by stage preprocessing (qwenlike/stages.py:17) "
-        "and read by stage tts_engine (qwenlike/stages.py:29)"
+        "and read by stage tts_engine (qwenlike/stages.py:31)"
     )
 
 

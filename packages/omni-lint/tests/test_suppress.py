@@ -102,4 +102,4 @@ def test_non_utf8_module_is_a_parse_finding(tmp_path):
     (tmp_path / "m" / "stages.py").write_bytes(b"x = 1\ny = '\xff'\n")
     report = run_lint(tmp_path)
     assert [(f.path, f.line, f.code) for f in report.findings] == [("m/stages.py", 2, "OL900")]
-    assert "not UTF-8" in report.findings[0].message
+    assert "not valid UTF-8" in report.findings[0].message and "PEP 263" in report.findings[0].message

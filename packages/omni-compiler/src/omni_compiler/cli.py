@@ -13,9 +13,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from omni_config import ConfigError, ConfigFileError, load_records, resolve_model_source, split_overrides
+from omni_config import ConfigError, ConfigFileError, load_config, resolve_model_source, split_overrides
 
-from . import render
+from . import __version__, render
 from .compiler import compile
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"omni-compile {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{validate,show,schema}")
     sub.required = True
     for name, formats, help_text in (
@@ -87,7 +88,7 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> int:
         if overrides:
             print(f"omni-compile schema: takes no overrides, got {overrides[0]}", file=sys.stderr)
             return EXIT_USAGE
-        from omni_config import json_schema  # builds the pydantic models: only this command needs them
+        from omni_config import json_schema
 
         text = json.dumps(json_schema(), indent=2)
         if args.output:
@@ -103,8 +104,7 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> int:
     as_json = args.format == "json"
     try:
         source = resolve_model_source(args.config)
-        # Records, not pydantic models: same rules and errors, a fraction of the cold start.
-        topology = compile(load_records(source, overrides), num_gpus=args.gpus)
+        topology = compile(load_config(source, overrides), num_gpus=args.gpus)
     except ConfigFileError as exc:
         _report(exc, as_json)
         return EXIT_USAGE

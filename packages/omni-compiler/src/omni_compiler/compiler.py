@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from omni_config import ConfigIssue, load_records
+from omni_config import ConfigIssue, load_config
 from omni_config.gcpause import paused_gc
 
 from .errors import TopologyError
@@ -20,16 +20,16 @@ from .placement import check_placement
 from .topology import CompiledStage, CompiledTopology
 
 if TYPE_CHECKING:
-    from omni_config import PipelineConfig, records
+    from omni_config import PipelineConfig
 
 
-def compile(config: PipelineConfig | records.PipelineConfig, num_gpus: int | None = None) -> CompiledTopology:
-    """Compile a validated config: the pydantic model (:func:`omni_config.load_config`) or its records (:func:`omni_config.load_records`)."""
+def compile(config: PipelineConfig, num_gpus: int | None = None) -> CompiledTopology:
+    """Compile a validated config (:func:`omni_config.load_config`, :func:`omni_config.raw_config`)."""
     with paused_gc():
         return _compile(config, num_gpus)
 
 
-def _compile(config: PipelineConfig | records.PipelineConfig, num_gpus: int | None) -> CompiledTopology:
+def _compile(config: PipelineConfig, num_gpus: int | None) -> CompiledTopology:
     issues: list[ConfigIssue] = []
     if num_gpus is not None and num_gpus < 1:
         issues.append(ConfigIssue("--gpus", "the device count must be at least 1", "pass --gpus N with N >= 1", value=num_gpus))
@@ -74,5 +74,5 @@ def _compile(config: PipelineConfig | records.PipelineConfig, num_gpus: int | No
 
 
 def compile_file(path: str | Path, overrides: Sequence[str] = (), num_gpus: int | None = None) -> CompiledTopology:
-    """The topology of a pipeline file; the config itself is not kept, so it is read as records (no pydantic models built)."""
-    return compile(load_records(path, overrides), num_gpus=num_gpus)
+    """The topology of a pipeline file (full or deployment), with CLI overrides applied."""
+    return compile(load_config(path, overrides), num_gpus=num_gpus)

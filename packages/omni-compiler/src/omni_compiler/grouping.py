@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,9 +12,6 @@ from .topology import CompiledProcess, ProcessInstance, StagePlacement
 
 if TYPE_CHECKING:
     from omni_config import PipelineConfig, StageConfig
-
-_TP_NAME = re.compile(r"_tp\d+$")
-
 
 @dataclass(frozen=True)
 class Grouping:
@@ -137,9 +133,6 @@ def _device_groups(config: PipelineConfig, declared: dict[str, list[StageConfig]
             out[name] = groups
     return out
 
-
-def reserved_tp_name(name: str) -> bool:
-    return bool(_TP_NAME.search(name))
 
 
 def _ray_placement(settings: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Comparing a model's default placement with "every stage in its own OS process"
 is how the spec says to measure a topology change; which stages must stay
 together is the model's contract, so the split is derived from the config
 instead of written out per model. Used by the models benchmark and the
-models' end-to-end tests; works on the pydantic models and on the records.
+models' end-to-end tests.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Light on purpose (pydantic + PyYAML only): CI installs it, with omni-compiler,
 to validate deployment configs without torch. The pydantic model classes are
-built on first use (``omni_config.PipelineConfig``), not on import, so a tool
-that validates through :func:`load_records` never pays for them.
+imported on first use (``omni_config.PipelineConfig``), not on import, so a tool
+that only reads the registry or the error types (omni-lint) never pays for them.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, ConfigFileError, ConfigIssue
-from .loader import load_config, load_model, load_records, raw_config, raw_records, resolve_model_source
+from .loader import load_config, load_model, raw_config, resolve_model_source
 from .overrides import split_overrides
 from .registry import ENTRY_POINT_GROUP, register_model, registered_models, resolve_model
 
 if TYPE_CHECKING:
+    from .published import json_schema
     from .schema import (
         PipelineConfig,
         PlacementConfig,
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
         ResourcesConfig,
         StageConfig,
         StageRuntimeConfig,
-        json_schema,
     )
 
 __version__ = "0.1.0"
@@ -48,9 +48,7 @@ __all__ = [  # noqa: RUF022 - grouped: eager names, then the lazily built models
     "ConfigIssue",
     "load_config",
     "load_model",
-    "load_records",
     "raw_config",
-    "raw_records",
     "register_model",
     "registered_models",
     "resolve_model",
@@ -62,9 +60,9 @@ __all__ = [  # noqa: RUF022 - grouped: eager names, then the lazily built models
 
 def __getattr__(name: str) -> Any:
     if name in _FROM_SCHEMA:
-        from . import schema
+        from . import published, schema
 
-        value = getattr(schema, name)
+        value = getattr(published if name == "json_schema" else schema, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'omni_config' has no attribute {name!r}")

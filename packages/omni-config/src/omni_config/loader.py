@@ -7,9 +7,9 @@ all problems of all layers are reported together.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic_core import ValidationError
@@ -23,10 +23,7 @@ from .suggest import did_you_mean
 from .validation import issues_from_validation_error
 
 if TYPE_CHECKING:
-    from . import records
     from .schema import PipelineConfig
-
-_Config = TypeVar("_Config")
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -35,31 +32,9 @@ MAX_EXTENDS_DEPTH = 16
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
     """A full pipeline file or a deployment file, with CLI overrides applied."""
-    return _load(path, overrides, _validate_model)
-
-
-def load_records(path: str | Path, overrides: Sequence[str] = ()) -> records.PipelineConfig:
-    """:func:`load_config` returning :mod:`omni_config.records` instead of pydantic models.
-
-    Same layering, rules and errors; for a short-lived process (``omni-compile``)
-    that only reads the config once and should not pay for building the
-    pydantic model classes.
-    """
-    from .core import validate_records
-
-    return _load(path, overrides, validate_records)
-
-
-def _validate_model(raw: Any) -> PipelineConfig:
-    from .schema import PipelineConfig
-
-    return PipelineConfig.model_validate(raw)
-
-
-def _load(path: str | Path, overrides: Sequence[str], validate: Callable[[Any], _Config]) -> _Config:
     with paused_gc():
         raw, issues = _load_layers(Path(path), chain=())
-        return _finish(raw, issues, overrides, validate)
+        return _finish(raw, issues, overrides)
 
 
 def load_model(name_or_path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
@@ -84,18 +59,10 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
 def raw_config(data: dict[str, Any], overrides: Sequence[str] = ()) -> PipelineConfig:
     """Validate an in-memory full config (already parsed YAML) with CLI overrides."""
     with paused_gc():
-        return _finish(copy.deepcopy(data), [], overrides, _validate_model)
+        return _finish(copy.deepcopy(data), [], overrides)
 
 
-def raw_records(data: dict[str, Any], overrides: Sequence[str] = ()) -> records.PipelineConfig:
-    """:func:`raw_config` returning :mod:`omni_config.records`."""
-    from .core import validate_records
-
-    with paused_gc():
-        return _finish(copy.deepcopy(data), [], overrides, validate_records)
-
-
-def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[str], validate: Callable[[Any], _Config]) -> _Config:
+def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[str]) -> PipelineConfig:
     pairs, parse_issues = parse_overrides(list(overrides))
     issues.extend(parse_issues)
     cli_layer: list[Override] = []
@@ -117,9 +84,11 @@ def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[
         seen[path] = override
         cli_layer.append(override)
     issues.extend(_apply_layer(raw, cli_layer))
+    from .schema import PipelineConfig
+
     config = None
     try:
-        config = validate(raw)
+        config = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
         issues.extend(issues_from_validation_error(exc, raw))
     if issues:

@@ -1,9 +1,7 @@
 """The field rules of the schema, as plain functions.
 
-They live apart from :mod:`omni_config.schema` (which builds pydantic model
-classes) so the generated core schema (:mod:`omni_config._core_schema`) can
-reference them without importing pydantic's model machinery: both validation
-paths run exactly these functions.
+Plain functions (no pydantic import) so the schema reads as field declarations
+and each rule can be tested, and reused by other tools, on its own.
 """
 
 from __future__ import annotations

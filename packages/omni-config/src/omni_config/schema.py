@@ -1,7 +1,10 @@
 """The pipeline config schema: one schema for both tiers (DESIGN.md section 3).
 
 Values are frozen pydantic models with unknown keys forbidden, so a misspelt key
-is an error with a did-you-mean instead of a silently ignored setting.
+is an error with a did-you-mean instead of a silently ignored setting. The
+models are built lazily (``defer_build``): importing this module costs little,
+and the validators are built on the first validation, which is the only thing
+``omni-compile`` pays for besides importing pydantic and PyYAML.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from . import rules
-from .views import PipelineViews, StageViews
 
 NameList = Annotated[list[str], BeforeValidator(rules.name_list, json_schema_input_type=str | list[str] | None)]
 #: A ``processes`` key, checked per key so an error names ``processes.<key>``.
@@ -26,7 +28,7 @@ DeviceList = Annotated[list[int] | None, BeforeValidator(rules.replica_devices, 
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class ResourcesConfig(_Frozen):
@@ -44,7 +46,7 @@ class StageRuntimeConfig(_Frozen):
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
 
 
-class StageConfig(_Frozen, StageViews):
+class StageConfig(_Frozen):
     """One pipeline stage. ``process`` is the only source of truth for process topology."""
 
     name: StageName = Field(description="Stage name, unique in the pipeline.")
@@ -61,6 +63,17 @@ class StageConfig(_Frozen, StageViews):
     gpu: GpuSpec = Field(default=None, description="GPU id, or one id per TP rank.")
     tp_size: int = Field(default=1, ge=1, description="Tensor-parallel degree; > 1 gives the stage one OS process per rank.")
     runtime: StageRuntimeConfig = Field(default_factory=StageRuntimeConfig)
+
+    @property
+    def memory_fraction(self) -> float | None:
+        return self.runtime.resources.total_gpu_memory_fraction
+
+    @property
+    def gpu_ids(self) -> tuple[int, ...]:
+        """One GPU id per TP rank; empty for a CPU stage."""
+        if self.gpu is None:
+            return ()
+        return (self.gpu,) if isinstance(self.gpu, int) else tuple(self.gpu)
 
 
 class RayPlacementConfig(_Frozen):
@@ -112,7 +125,7 @@ class ProcessLocalEdge(_Frozen):
     reason: str = Field(min_length=1)
 
 
-class PipelineConfig(_Frozen, PipelineViews):
+class PipelineConfig(_Frozen):
     name: str | None = Field(default=None, description="Model name served by this pipeline.")
     entry_stage: str | None = Field(default=None, description="Stage that admits requests; defaults to the first stage.")
     stages: list[StageConfig] = Field(min_length=1)
@@ -120,10 +133,17 @@ class PipelineConfig(_Frozen, PipelineViews):
     placement: PlacementConfig = Field(default_factory=PlacementConfig)
     process_local_edges: list[ProcessLocalEdge] = Field(default_factory=list)
 
+    @property
+    def entry(self) -> str:
+        """The stage that admits requests: ``entry_stage``, else the first stage."""
+        return self.entry_stage or self.stages[0].name
 
-def json_schema() -> dict[str, Any]:
-    """JSON Schema of a full pipeline file (``omni-compile schema``)."""
-    schema = PipelineConfig.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "omni pipeline config"
-    return schema
+    def stage(self, name: str) -> StageConfig:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(name)
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        return tuple(stage.name for stage in self.stages)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
 def closest(word: str, candidates: Iterable[str]) -> str | None:
+    import difflib  # on the error path only: a valid config never pays for it
+
     options = sorted(set(candidates))
     matches = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
     return matches[0] if matches else None

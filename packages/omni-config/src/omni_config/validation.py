@@ -10,11 +10,10 @@ from typing import Any
 
 from pydantic_core import ValidationError
 
-from ._core_schema import MODEL_FIELDS
 from .errors import ConfigIssue
 from .suggest import did_you_mean
 
-#: Nested models by field, by model name (both validation paths report the same names).
+#: Nested models by field, by model name.
 _CHILDREN: dict[str, dict[str, str]] = {
     "PipelineConfig": {"stages": "StageConfig", "processes": "ProcessConfig", "placement": "PlacementConfig", "process_local_edges": "ProcessLocalEdge"},
     "StageConfig": {"runtime": "StageRuntimeConfig"},
@@ -35,7 +34,7 @@ def issues_from_validation_error(error: ValidationError, raw: Any) -> list[Confi
         value = item.get("input")
         if kind == "extra_forbidden":
             model = _model_at(loc[:-1])
-            valid = list(MODEL_FIELDS[model]) if model else []
+            valid = _fields_of(model) if model else []
             issues.append(ConfigIssue(path, "unknown key", did_you_mean(str(loc[-1]), valid, "keys here"), value=value))
         elif kind == "missing":
             issues.append(ConfigIssue(path, "required field is missing", f"add {loc[-1]}: <value>"))
@@ -93,3 +92,9 @@ def _model_at(loc: tuple[Any, ...]) -> str | None:
             skip_key = True
         model = child
     return model
+
+
+def _fields_of(model: str) -> list[str]:
+    from . import schema
+
+    return list(getattr(schema, model).model_fields)

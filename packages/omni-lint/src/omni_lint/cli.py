@@ -18,6 +18,16 @@ def _codes(text: str) -> tuple[str, ...]:
     return tuple(code.strip() for code in text.split(",") if code.strip())
 
 
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of worker processes")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="omni-lint",
@@ -33,6 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.omni-lint] from (default: the closest one with that table)")
     parser.add_argument("--select", metavar="CODES", type=_codes, help="only report these codes or prefixes (comma-separated)")
     parser.add_argument("--ignore", metavar="CODES", type=_codes, help="never report these codes or prefixes (comma-separated)")
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="reuse per-folder results stored here while every file they read is unchanged "
+        "(default: .omni_lint_cache next to the pyproject.toml with [tool.omni-lint], else in the current directory)",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="analyse everything again and store nothing")
+    parser.add_argument("--jobs", "-j", metavar="N", type=_jobs, help="worker processes (default: every core this process may use; 1: no workers)")
     parser.add_argument("--quiet", action="store_true", help="no summary line on stderr")
     parser.add_argument("--version", action="version", version=f"omni-lint {__version__}")
     return parser
@@ -66,10 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = load_settings(find_pyproject(Path.cwd()))
         settings = settings.with_codes(args.select, args.ignore)
         paths = args.paths or [str(settings.base / p) for p in settings.paths] or ["."]
+        from .cache import DEFAULT_DIR
         from .engine import lint
         from .output import render, summary
 
-        report = lint(paths, settings)
+        cache_dir = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else settings.base / DEFAULT_DIR
+        report = lint(paths, settings, cache_dir=cache_dir, jobs=args.jobs)
     except (SettingsError, DiscoveryError) as exc:
         print(f"omni-lint: error: {exc}", file=sys.stderr)
         return 2

@@ -8,15 +8,18 @@ is a package (has ``__init__.py``) finds it without importing anything.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .settings import DEFAULT_EXCLUDES
 
 PIPELINE_FILE = re.compile(r"^pipeline(_[A-Za-z0-9][A-Za-z0-9_\-]*)?\.yaml$")
+#: A class statement naming a base whose name ends in PipelineConfig (a contract written in Python).
+CONTRACT_CLASS = re.compile(rb"^class\s+\w+\s*\([^)]*PipelineConfig\b", re.MULTILINE)
 
 
 class DiscoveryError(Exception):
@@ -28,6 +31,8 @@ class ModelFolder:
     path: Path
     pipeline_files: tuple[Path, ...]
     import_root: Path
+    #: modules of the folder that define a class with a ``...PipelineConfig`` base (a contract in Python)
+    contract_modules: tuple[Path, ...] = ()
 
 
 def import_root(folder: Path) -> Path:
@@ -39,19 +44,78 @@ def import_root(folder: Path) -> Path:
 
 
 def pipeline_files(folder: Path) -> tuple[Path, ...]:
+    names = []
     try:
-        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_file() and PIPELINE_FILE.match(entry.name))
+        entries = list(os.scandir(folder))
     except OSError:
         return ()
+    for entry in entries:
+        if not PIPELINE_FILE.match(entry.name):
+            continue
+        try:
+            if entry.is_file():
+                names.append(entry.name)
+        except OSError:
+            continue  # a looping link named like a pipeline file: reported by the tree walk
     # pipeline.yaml first, then variants in name order
     names.sort(key=lambda name: (name != "pipeline.yaml", name))
     return tuple(folder / name for name in names)
 
 
-def discover(paths: list[Path], excluded: Callable[[Path], bool]) -> list[ModelFolder]:
-    """Every model folder under ``paths`` (sorted, each once)."""
+def broken_link(path: Path) -> str | None:
+    """Why a symlink cannot be followed (a loop, a dangling target), else None."""
+    if not os.path.islink(path):
+        return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symlink loop: following it never reaches a file or folder"
+        return None  # dangling: nothing there to check
+    return None
+
+
+def walk_tree(start: Path, excluded: Callable[[Path], bool], problems: dict[Path, str]) -> Iterator[tuple[Path, list[str]]]:
+    """``(folder, file names)`` under ``start`` in sorted order, skipping default-excluded and
+    ``exclude``d folders; symlinked folders are not entered (so no cycle), and every symlink
+    that loops is recorded in ``problems`` (reported as OL900, never a silent skip)."""
+    for dirpath, dirnames, filenames in os.walk(start):
+        here = Path(dirpath)
+        for name in [*dirnames, *filenames]:
+            reason = broken_link(here / name)
+            if reason is not None:
+                problems[here / name] = reason
+        dirnames[:] = sorted(
+            name for name in dirnames
+            if name not in DEFAULT_EXCLUDES and not name.startswith(".") and not excluded(here / name) and (here / name) not in problems
+        )
+        yield here, sorted(name for name in filenames if (here / name) not in problems)
+
+
+def path_state(path: Path) -> str:
+    """``file``, ``dir`` or ``none``: what an import probe saw at ``path``."""
+    if os.path.isfile(path):
+        return "file"
+    if os.path.isdir(path):
+        return "dir"
+    return "none"
+
+
+def folder_python_files(folder: Path, excluded: Callable[[Path], bool], problems: dict[Path, str]) -> list[Path]:
+    files = []
+    for here, names in walk_tree(folder, excluded, problems):
+        files.extend(here / name for name in names if name.endswith(".py") and not excluded(here / name))
+    return files
+
+
+def discover(paths: list[Path], excluded: Callable[[Path], bool], problems: dict[Path, str] | None = None) -> list[ModelFolder]:
+    """Every model folder under ``paths`` (sorted, each once); looping symlinks go to ``problems``."""
+    problems = {} if problems is None else problems
     found: dict[Path, ModelFolder] = {}
     for given in paths:
+        reason = broken_link(given)
+        if reason is not None:
+            raise DiscoveryError(f"{given}: {reason}\n  fix:  point the link at a real folder, or pass the folder itself")
         if not given.exists():
             raise DiscoveryError(f"{given}: no such file or directory\n  fix:  pass a folder that contains model folders (a folder with pipeline.yaml)")
         start = given.resolve()
@@ -65,25 +129,35 @@ def discover(paths: list[Path], excluded: Callable[[Path], bool]) -> list[ModelF
             continue
         if excluded(start):
             continue
-        for dirpath, dirnames, _filenames in os.walk(start):
-            here = Path(dirpath)
-            dirnames[:] = sorted(
-                name for name in dirnames if name not in DEFAULT_EXCLUDES and not name.startswith(".") and not excluded(here / name)
-            )
-            if pipeline_files(here):
+        for here, names in walk_tree(start, excluded, problems):
+            if pipeline_files(here) or contract_modules(here, names):
                 _add(found, here)
     return [found[key] for key in sorted(found)]
+
+
+def contract_modules(folder: Path, names: list[str]) -> tuple[Path, ...]:
+    """The folder's ``.py`` files holding a class statement with a ``...PipelineConfig`` base."""
+    from .source import read_regular
+
+    found = []
+    for name in names:
+        if name.endswith(".py"):
+            raw, _ = read_regular(folder / name)
+            if raw is not None and b"PipelineConfig" in raw and CONTRACT_CLASS.search(raw):
+                found.append(folder / name)
+    return tuple(found)
 
 
 def _add(found: dict[Path, ModelFolder], folder: Path) -> None:
     folder = folder.resolve()
     if folder not in found:
-        found[folder] = ModelFolder(folder, pipeline_files(folder), import_root(folder))
+        names = sorted(entry.name for entry in os.scandir(folder))
+        found[folder] = ModelFolder(folder, pipeline_files(folder), import_root(folder), contract_modules(folder, names))
 
 
 def _enclosing_model_folder(folder: Path) -> Path | None:
     for candidate in [folder, *folder.parents]:
-        if pipeline_files(candidate):
+        if pipeline_files(candidate) or contract_modules(candidate, sorted(os.listdir(candidate))):
             return candidate
         if not (candidate / "__init__.py").is_file():
             return None

@@ -1,28 +1,33 @@
-"""One lint run: discover model folders, load each pipeline, attribute state to
-stages, check the contract, then apply settings and suppressions.
+"""One lint run: discover model folders, analyse each (cached, in parallel), then apply
+settings and suppressions.
 
-Nothing here imports the code under analysis; pipeline files are read through
-omni-config and Python files through libcst only.
+Each model folder is one unit of work (:mod:`omni_lint.unit`): its result is
+plain data, so it can come from the cache (:mod:`omni_lint.cache`), from this
+process, or from a worker process on another core. Nothing here imports the
+code under analysis; pipeline files are read through omni-config and Python
+files through libcst only.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
-from .bodies import Analyzer
+from .deep import run_deep
 from .discovery import DiscoveryError, ModelFolder, discover
 from .findings import Finding, Severity
-from .handoffs import StageAnalysis, check_pipeline
-from .pipeline import PipelineLoadFailed, load_pipeline
-from .project import Project, Sym
-from .reach import StageUse, stage_uses
 from .rules import RULES
-from .scan import StateKey
-from .settings import DEFAULT_EXCLUDES, Settings
-from .source import SourceCache
-from .suppress import Suppression, scan_python, scan_yaml
+from .settings import Settings
+from .suppress import Suppression, scan_yaml
+
+#: Below this many Python files to analyse, worker processes cost more than they save.
+PARALLEL_MIN_FILES = 40
 
 
 @dataclass(frozen=True)
@@ -32,10 +37,16 @@ class LintReport:
     pipelines: int
     files: int
     suppressed: int = 0
+    #: model folders whose analysis came from the cache
+    cached: int = 0
 
     @property
     def errors(self) -> int:
         return sum(1 for f in self.findings if f.severity is Severity.ERROR)
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.severity is Severity.WARNING)
 
     @property
     def infos(self) -> int:
@@ -46,136 +57,143 @@ class LintReport:
         return 1 if self.errors else 0
 
 
-@dataclass
-class _Run:
-    settings: Settings
-    cwd: Path
-    sources: SourceCache = field(default_factory=SourceCache)
-    projects: dict[Path, tuple[Project, Analyzer]] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
-    yaml_files: set[Path] = field(default_factory=set)
-    uses_cache: dict[tuple[Path, tuple[Sym, ...]], dict[StateKey, StageUse]] = field(default_factory=dict)
+def lint(
+    paths: list[str | Path],
+    settings: Settings | None = None,
+    cwd: Path | None = None,
+    *,
+    cache_dir: Path | None = None,
+    jobs: int | None = None,
+) -> LintReport:
+    """Lint the model folders under ``paths``; raises DiscoveryError for a bad path (exit 2).
 
-    def project(self, root: Path) -> tuple[Project, Analyzer]:
-        if root not in self.projects:
-            project = Project(root, self.sources)
-            self.projects[root] = (project, Analyzer(project))
-        return self.projects[root]
-
-    def display(self, path: str | Path) -> str:
-        absolute = Path(path)
-        try:
-            return absolute.relative_to(self.cwd).as_posix()
-        except ValueError:
-            return absolute.as_posix()
-
-
-def lint(paths: list[str | Path], settings: Settings | None = None, cwd: Path | None = None) -> LintReport:
-    """Lint the model folders under ``paths``; raises DiscoveryError for a bad path (exit 2)."""
+    ``cache_dir``: reuse and store per-folder results there (None: no cache). ``jobs``: worker
+    processes (default: the cores this process may use; 1 analyses in this process)."""
     settings = settings or Settings(base=Path.cwd())
-    run = _Run(settings, (cwd or Path.cwd()).resolve())
-    folders = discover([Path(p) for p in paths], settings.excluded)
+    cwd = (cwd or Path.cwd()).resolve()
+    problems: dict[Path, str] = {}
+    folders = discover([Path(p) for p in paths], settings.excluded, problems)
     if not folders:
         shown = ", ".join(str(p) for p in paths)
         raise DiscoveryError(
             f"no model folders found under {shown}\n  fix:  pass a folder that contains model folders "
             f"(a model folder holds pipeline.yaml or pipeline_<variant>.yaml), or check [tool.omni-lint] exclude"
         )
-    pipelines = 0
+    cache = None
+    if cache_dir is not None:
+        from .cache import LintCache
+
+        cache = LintCache(cache_dir, {"cwd": str(cwd), "base": str(settings.base.resolve()), "exclude": list(settings.exclude)})
+    results: list[dict[str, Any]] = []
+    todo: list[ModelFolder] = []
     for folder in folders:
-        _parse_folder(run, folder)
-        for pipeline_file in folder.pipeline_files:
-            pipelines += 1
-            _lint_pipeline(run, folder, pipeline_file)
-    for parsed in run.sources.files():
-        if parsed.error is not None:
-            line, col, message = parsed.error
-            run.findings.append(Finding(str(parsed.path), line, col, "OL900", f"cannot parse {parsed.path.name}: {message}", Severity.ERROR))
-    findings, suppressed = _finalise(run)
-    return LintReport(tuple(findings), len(folders), pipelines, len(run.sources.files()), suppressed)
+        hit = cache.lookup(folder, settings.excluded) if cache is not None else None
+        if hit is not None:
+            results.append(hit)
+        else:
+            todo.append(folder)
+    cached = len(results)
+    for result in _analyse(todo, settings, cwd, jobs):
+        results.append(result)
+        if cache is not None:
+            cache.store(result)
+    for path, reason in problems.items():
+        results.append({"findings": [[str(path), 1, 1, "OL900", f"cannot read {path.name}: {reason}", "error"]], "files": {}, "yaml": {}, "pipelines": 0})
+    return _merge(results, settings, cwd, len(folders), cached)
 
 
-def _parse_folder(run: _Run, folder: ModelFolder) -> None:
-    for dirpath, dirnames, filenames in os.walk(folder.path):
-        here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if d not in DEFAULT_EXCLUDES and not d.startswith(".") and not run.settings.excluded(here / d))
-        for name in sorted(filenames):
-            if name.endswith(".py") and not run.settings.excluded(here / name):
-                run.sources.get(here / name)
-
-
-def _lint_pipeline(run: _Run, folder: ModelFolder, pipeline_file: Path) -> None:
-    run.yaml_files.add(pipeline_file.resolve())
-    try:
-        view = load_pipeline(pipeline_file, str(pipeline_file.resolve()))
-    except PipelineLoadFailed as failure:
-        run.findings.extend(failure.findings)
+def _analyse(folders: list[ModelFolder], settings: Settings, cwd: Path, jobs: int | None) -> Iterator[dict[str, Any]]:
+    if not folders:
         return
-    root = _pipeline_root(folder, [stage.factory for stage in view.stages])
-    project, analyzer = run.project(root)
-    label = run.display(pipeline_file)
-    stages: dict[str, StageAnalysis] = {}
-    for stage in view.stages:
-        starts: list[Sym] = []
-        complete = True
-        for what, target in (("factory", stage.factory), ("merge_fn", stage.merge_fn), ("route_fn", stage.route_fn)):
-            if not target:
-                continue
-            if not project.in_tree(target.replace(":", ".")):
-                complete = False
-                run.findings.append(Finding(str(pipeline_file.resolve()), stage.line, stage.col, "OL101", f"stage {stage.name}: {what} {target!r} is outside the analysed tree ({project.root}); its state accesses are not checked", Severity.INFO))
-                continue
-            sym, reason = project.resolve_target(target)
-            if sym is None:
-                complete = False
-                if reason.endswith("does not parse"):
-                    continue  # OL900 on the module itself says what to fix
-                run.findings.append(Finding(str(pipeline_file.resolve()), stage.line, stage.col, "OL003", f"stage {stage.name}: {what} {target!r} does not resolve: {reason}; fix the dotted path ('pkg.module:function')", Severity.ERROR))
-                continue
-            starts.append(sym)
-        cache_key = (root, tuple(starts))
-        if cache_key not in run.uses_cache:
-            run.uses_cache[cache_key] = stage_uses(analyzer, starts)
-        stages[stage.name] = StageAnalysis(stage.name, run.uses_cache[cache_key], complete and not project.broken)
-
-    def where(path: str, line: int) -> str:
-        return f"{run.display(path)}:{line}"
-
-    run.findings.extend(check_pipeline(view, stages, project.state, where, label))
+    jobs = jobs if jobs is not None else _cores()
+    sizes = {folder: _python_files(folder.path) for folder in folders}
+    if jobs <= 1 or len(folders) < 2 or sum(sizes.values()) < PARALLEL_MIN_FILES:
+        yield from run_deep(_analyse_here, folders, settings, cwd)
+        return
+    ordered = sorted(folders, key=lambda folder: -sizes[folder])  # biggest first: the pool ends together
+    with ProcessPoolExecutor(max_workers=min(jobs, len(folders)), mp_context=get_context("fork")) as pool:
+        token = os.urandom(8).hex()
+        count = len(ordered)
+        for text in pool.map(_analyse_in_worker, ordered, [settings] * count, [cwd] * count, [token] * count):
+            yield json.loads(text)
 
 
-def _pipeline_root(folder: ModelFolder, factories: list[str]) -> Path:
-    """The import root, or (for namespace packages without ``__init__.py``) the nearest folder
-    above the model folder that holds the factories' top-level package."""
-    tops = {factory.replace(":", ".").split(".")[0] for factory in factories}
-    candidates = [folder.import_root, *folder.path.parents][:8]
-    for candidate in candidates:
-        if any((candidate / top).is_dir() or (candidate / f"{top}.py").is_file() for top in tops):
-            return candidate
-    return folder.import_root
+def _analyse_here(folders: list[ModelFolder], settings: Settings, cwd: Path, sources: Any = None) -> list[dict[str, Any]]:
+    from .source import SourceCache
+    from .unit import analyse_folder
+
+    sources = sources if sources is not None else SourceCache()  # one parse per file and run
+    return [analyse_folder(folder, settings.excluded, cwd, sources) for folder in folders]
 
 
-def _finalise(run: _Run) -> tuple[list[Finding], int]:
-    settings = run.settings
+#: A worker's parsed files, kept across the folders of one run: (run token, SourceCache)
+_WORKER_SOURCES: list[Any] = [None, None]
+
+
+def _analyse_in_worker(folder: ModelFolder, settings: Settings, cwd: Path, token: str) -> str:
+    """Runs in a worker process; the result crosses back as JSON text."""
+    if _WORKER_SOURCES[0] != token:
+        from .source import SourceCache
+
+        _WORKER_SOURCES[:] = [token, SourceCache()]
+    (result,) = run_deep(_analyse_here, [folder], settings, cwd, _WORKER_SOURCES[1])
+    return json.dumps(result)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _python_files(folder: Path) -> int:
+    return sum(1 for _dirpath, _dirs, names in os.walk(folder) for name in names if name.endswith(".py"))
+
+
+def _display(path: str, cwd: Path) -> str:
+    try:
+        return Path(path).relative_to(cwd).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
+
+
+def _merge(results: list[dict[str, Any]], settings: Settings, cwd: Path, models: int, cached: int) -> LintReport:
+    """Apply suppressions and settings to every unit's raw findings (as one run)."""
+    from .unit import finding_from_json
+
+    raw: set[Finding] = set()
+    comments: dict[str, list[Any]] = {}
+    yaml_files: set[str] = set()
+    pipelines = 0
+    for result in results:
+        raw.update(finding_from_json(item) for item in result["findings"])
+        for path, info in result["files"].items():
+            comments.setdefault(path, info["comments"])
+        yaml_files.update(result["yaml"])
+        pipelines += result["pipelines"]
     suppressions: list[Suppression] = []
     extra: list[Finding] = []
-    for parsed in run.sources.files():
-        if parsed.source is not None:
-            for item in scan_python(str(parsed.path), parsed.source):
-                (suppressions if isinstance(item, Suppression) else extra).append(item)  # type: ignore[arg-type]
-    for path in sorted(run.yaml_files):
+    for path, items in comments.items():
+        for item in items:
+            if item[0] == "ignore":
+                _tag, line, col, codes, reason, lines = item
+                suppressions.append(Suppression(path, line, col, tuple(codes), reason, frozenset(lines)))
+            else:
+                extra.append(finding_from_json(item[1:]))
+    for path in sorted(yaml_files):
         try:
-            text = path.read_text(encoding="utf-8")
+            text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        for item in scan_yaml(str(path), text):
-            (suppressions if isinstance(item, Suppression) else extra).append(item)  # type: ignore[arg-type]
+        for found in scan_yaml(path, text):
+            (suppressions if isinstance(found, Suppression) else extra).append(found)  # type: ignore[arg-type]
     by_path: dict[str, list[Suppression]] = {}
     for suppression in suppressions:
         by_path.setdefault(suppression.path, []).append(suppression)
     kept: set[Finding] = set()
     suppressed = 0
-    for finding in run.findings:
+    for finding in raw:
         if not settings.enabled(finding.code):
             continue
         hit = False
@@ -187,14 +205,10 @@ def _finalise(run: _Run) -> tuple[list[Finding], int]:
             suppressed += 1
         else:
             kept.add(finding)
-    for finding in extra:
-        if settings.enabled(finding.code):
-            kept.add(finding)
+    kept.update(finding for finding in extra if settings.enabled(finding.code))
     for suppression in suppressions:
-        if not suppression.used and any(settings.enabled(code) for code in suppression.codes):
+        if not suppression.used and any(settings.enabled(code) for code in suppression.codes) and settings.enabled("OL801"):
             message = f"suppression of {', '.join(suppression.codes)} matched no finding; remove it"
-            finding = Finding(suppression.path, suppression.line, suppression.col, "OL801", message, Severity.INFO)
-            if settings.enabled("OL801"):
-                kept.add(finding)
-    shown = {replace(f, path=run.display(f.path), severity=RULES[f.code].severity) for f in kept}
-    return sorted(shown), suppressed
+            kept.add(Finding(suppression.path, suppression.line, suppression.col, "OL801", message, Severity.INFO))
+    shown = {replace(f, path=_display(f.path, cwd), severity=RULES[f.code].severity) for f in kept}
+    return LintReport(tuple(sorted(shown)), models, pipelines, len(comments), suppressed, cached)

@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 
 
 class Severity(str, enum.Enum):
-    """``error`` fails the run (exit 1); ``info`` is reported but never fails it."""
+    """``error`` fails the run (exit 1); ``warning`` (the analysis could not decide something)
+    and ``info`` are reported but never fail it."""
 
     ERROR = "error"
+    WARNING = "warning"
     INFO = "info"
 
 

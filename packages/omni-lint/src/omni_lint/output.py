@@ -30,10 +30,13 @@ def render(report: LintReport, fmt: str) -> str:
 
 def summary(report: LintReport) -> str:
     return (
-        f"omni-lint: {report.errors} error{'s' if report.errors != 1 else ''}, {report.infos} info "
+        f"omni-lint: {report.errors} error{'s' if report.errors != 1 else ''}, "
+        + (f"{report.warnings} warning{'s' if report.warnings != 1 else ''}, " if report.warnings else "")
+        + f"{report.infos} info "
         f"in {report.models} model folder{'s' if report.models != 1 else ''} "
         f"({report.pipelines} pipeline file{'s' if report.pipelines != 1 else ''}, {report.files} Python files)"
         + (f"; {report.suppressed} suppressed" if report.suppressed else "")
+        + (f"; {report.cached} from the cache" if report.cached else "")
     )
 
 
@@ -44,6 +47,7 @@ def _json(report: LintReport) -> dict[str, object]:
         "findings": [f.to_dict() for f in report.findings],
         "summary": {
             "errors": report.errors,
+            "warnings": report.warnings,
             "info": report.infos,
             "suppressed": report.suppressed,
             "models": report.models,
@@ -92,7 +96,7 @@ def _sarif(report: LintReport) -> dict[str, object]:
 
 
 def _level(severity: Severity) -> str:
-    return "error" if severity is Severity.ERROR else "note"
+    return {Severity.ERROR: "error", Severity.WARNING: "warning"}.get(severity, "note")
 
 
 def _escape_data(text: str) -> str:
@@ -104,6 +108,6 @@ def _escape_property(text: str) -> str:
 
 
 def _github(f: Finding) -> str:
-    command = "error" if f.severity is Severity.ERROR else "notice"
+    command = {Severity.ERROR: "error", Severity.WARNING: "warning"}.get(f.severity, "notice")
     props = f"file={_escape_property(f.path)},line={f.line},col={f.col},title={_escape_property(f.code + ' ' + RULES[f.code].name)}"
     return f"::{command} {props}::{_escape_data(f.code + ' ' + f.message)}"

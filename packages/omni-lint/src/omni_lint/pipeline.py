@@ -51,6 +51,8 @@ class PipelineView:
     #: Directed edges of the pipeline: next, stream_to and wait_for (source -> waiting stage).
     edges: frozenset[tuple[str, str]]
     declared: tuple[DeclaredEdge, ...]
+    #: True when the file ``extends:`` another one (its result then depends on more than this file)
+    extends: bool = False
 
     @property
     def stage_names(self) -> tuple[str, ...]:
@@ -150,7 +152,8 @@ def view_of(config: Any, path: Path, positions: YamlPositions | None = None) -> 
     for index, edge in enumerate(config.process_local_edges):
         line, col = positions.locate(f"process_local_edges.{index}", index_hint=("process_local_edges", index))
         declared.append(DeclaredEdge(edge.src, edge.dst, edge.reason, line, col))
-    return PipelineView(path, tuple(stages), frozenset(edges), tuple(declared))
+    extends = _mapping_get(positions.root, "extends") is not None
+    return PipelineView(path, tuple(stages), frozenset(edges), tuple(declared), extends)
 
 
 def _yaml_error_position(exc: Exception) -> tuple[int, int]:
@@ -174,7 +177,7 @@ class YamlPositions:
     def from_file(cls, path: Path) -> YamlPositions:
         try:
             text = path.read_text(encoding="utf-8")
-            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             node = None
         return cls(node)

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .findings import Finding, Severity
 from .scan import ClassInfo, ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateDef, StateKey, dotted_name, scan_module
-from .source import SourceCache
 from .walk import walk
+
+if TYPE_CHECKING:
+    from .unit import Tracker
 
 
 class _SelfAssigns:
@@ -110,7 +114,7 @@ Sym = ModuleSym | FuncSym | ClassSym | StateSym | SelfAttrSym | ParamSym | Insta
 class Project:
     """All modules under one import root, scanned lazily and cached."""
 
-    def __init__(self, root: Path, sources: SourceCache):
+    def __init__(self, root: Path, sources: Tracker):
         self.root = root
         self.sources = sources
         self._files: dict[str, Path | None] = {}
@@ -130,11 +134,11 @@ class Project:
         if name and all(part.isidentifier() for part in name.split(".")):
             base = self.root.joinpath(*name.split("."))
             for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
-                if candidate.is_file():
+                if self.sources.is_file(candidate):
                     found = candidate
                     break
             else:
-                if base.is_dir():
+                if self.sources.is_dir(base):
                     found = base  # namespace package (no __init__.py)
         self._files[name] = found
         return found
@@ -162,7 +166,7 @@ class Project:
         self._modules[name] = None  # guards import cycles while scanning
         path = self.module_file(name)
         info = None
-        if path is not None and path.is_file():
+        if path is not None and path.suffix == ".py":
             parsed = self.sources.get(path)
             if parsed.module is None:
                 self.broken[name] = path
@@ -172,6 +176,23 @@ class Project:
         if info is not None:
             self._resolve_candidates(info)
         return info
+
+    def missing_imports(self) -> list[Finding]:
+        """OL103 for every import, in a module the analysis read, of a module of this tree that is not there."""
+        findings = []
+        for info in self._modules.values():
+            if info is None:
+                continue
+            for node, names in info.import_sites:
+                missing = [name for name in names if self.in_tree(name) and not self.is_module(name)]
+                if missing:
+                    line, col = info.parsed.position(node)
+                    message = (
+                        f"imports {', '.join(missing)}, which is not in the analysed tree ({self.root}); the import "
+                        f"fails at run time, and any state that module holds is invisible to this check"
+                    )
+                    findings.append(Finding(str(info.parsed.path), line, col, "OL103", message, Severity.WARNING))
+        return findings
 
     def function(self, key: FuncKey) -> FuncInfo | None:
         module = self.module(key.module)
@@ -191,6 +212,11 @@ class Project:
         """Module-level ``NAME = Cls(...)`` becomes state when ``Cls`` is a class of the tree."""
         for name, candidate in info.candidates.items():
             target = self.resolve_expr_at_module(info, candidate.callee)
+            if target is None and name not in info.states and self._imported_from_outside(info, candidate.callee):
+                # ``_CACHE = cachetools.TTLCache(...)``: an object of a class outside the tree, state when
+                # stages write it through its methods (a suppression marks the ones that are not)
+                info.states[name] = StateDef(StateKey(info.name, name), "external", info.parsed, candidate.node)
+                continue
             if not isinstance(target, ClassSym):
                 continue
             existing = info.states.get(name)
@@ -198,6 +224,11 @@ class Project:
                 info.states[name] = StateDef(existing.key, "global", existing.parsed, existing.node, target.key)
             elif existing is None:
                 info.states[name] = StateDef(StateKey(info.name, name), "instance", info.parsed, candidate.node, target.key)
+
+    def _imported_from_outside(self, info: ModuleInfo, callee: cst.BaseExpression) -> bool:
+        name = dotted_name(callee)
+        binding = info.imports.get(name.split(".")[0]) if name else None
+        return binding is not None and not self.in_tree(binding.module or (binding.attr or ""))
 
     def module_member(self, module_name: str, attr: str, seen: frozenset[tuple[str, str]] = frozenset()) -> Sym | None:
         if (module_name, attr) in seen:

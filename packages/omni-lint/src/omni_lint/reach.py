@@ -13,15 +13,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .bodies import Access, Analyzer
+import libcst as cst
+
+from .analyzer import Analyzer
+from .facts import Access
 from .project import ClassSym, FuncSym, Sym
 from .scan import ClassKey, FuncKey, StateKey
+from .source import ParsedFile
+
+#: writes that tear down (cleanup after an abort) rather than publish
+_TEARDOWN = {"del", "call:clear", "call:remove", "call:discard", "call:pop", "call:popitem", "call:popleft"}
+#: reads that take the value for use (the consumer side of a handoff)
+_CONSUMING = {"subscript", "call:pop", "call:popleft", "call:popitem", "call:get", "call:get_nowait", "call:take", "call:consume", "call:dequeue"}
 
 
-def _earliest(accesses: tuple[Access, ...]) -> Access | None:
-    if not accesses:
-        return None
-    return min(accesses, key=lambda a: (a.path, a.line, a.col))
+def _write_rank(access: Access) -> tuple:
+    return (access.form in _TEARDOWN, access.path, access.line, access.col)
+
+
+def _read_rank(access: Access) -> tuple:
+    rank = 0 if access.form in _CONSUMING or access.form.startswith("call:") else 2 if access.form == "probe" else 1
+    return (rank, access.path, access.line, access.col)
 
 
 @dataclass(frozen=True)
@@ -30,17 +42,32 @@ class StageUse:
 
     writes: tuple[Access, ...]
     reads: tuple[Access, ...]
+    #: get-or-compute accesses (a miss recomputes): a publisher only for stages that plainly read
+    fills: tuple[Access, ...] = ()
+    #: writes made while the stage's factory runs (before it serves): its own per-process setup
+    setup_writes: frozenset[int] = frozenset()
 
     @property
     def write(self) -> Access | None:
-        return _earliest(self.writes)
+        """The write that publishes (a store, a put), before teardown (``del``, ``clear``, ``pop``)."""
+        candidates = self.writes or self.fills
+        return min(candidates, key=_write_rank) if candidates else None
 
     @property
     def read(self) -> Access | None:
-        return _earliest(self.reads)
+        """The read that consumes (a ``pop``, a subscript, a ``get``), before membership probes."""
+        return min(self.reads, key=_read_rank) if self.reads else None
 
 
-def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> dict[StateKey, StageUse]:
+@dataclass(frozen=True)
+class StageReach:
+    """What a stage's code touches, and the calls on its path the analysis could not follow."""
+
+    uses: dict[StateKey, StageUse]
+    unresolved: tuple[tuple[ParsedFile, cst.Call], ...]
+
+
+def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> StageReach:
     project = analyzer.project
     pending: list[FuncKey | ClassKey] = []
     for sym in starts:
@@ -49,6 +76,8 @@ def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> dict[StateKey, StageUse
     seen: set[FuncKey | ClassKey] = set()
     writes: dict[StateKey, list[Access]] = {}
     reads: dict[StateKey, list[Access]] = {}
+    fills: dict[StateKey, list[Access]] = {}
+    unresolved: list[tuple[ParsedFile, cst.Call]] = []
     while pending:
         item = pending.pop()
         if item in seen:
@@ -65,5 +94,40 @@ def stage_uses(analyzer: Analyzer, starts: list[Sym]) -> dict[StateKey, StageUse
                 writes.setdefault(access.key, []).append(access)
             elif access.kind == "read":
                 reads.setdefault(access.key, []).append(access)
+            elif access.kind == "cache":
+                fills.setdefault(access.key, []).append(access)
         pending.extend(facts.reaches)
-    return {key: StageUse(tuple(writes.get(key, ())), tuple(reads.get(key, ()))) for key in sorted(set(writes) | set(reads))}
+        unresolved.extend(facts.unresolved)
+    setup = _setup_writes(analyzer, starts)
+    uses = {
+        key: StageUse(tuple(writes.get(key, ())), tuple(reads.get(key, ())), tuple(fills.get(key, ())), frozenset(setup.get(key, ())))
+        for key in sorted(set(writes) | set(reads) | set(fills))
+    }
+    return StageReach(uses, tuple(unresolved))
+
+
+def _setup_writes(analyzer: Analyzer, starts: list[Sym]) -> dict[StateKey, set[int]]:
+    """Writes (node ids) made while the factory itself runs: its body and what it calls directly,
+    not the closures and lambdas it returns (those run when the stage serves)."""
+    project = analyzer.project
+    pending: list[FuncKey] = []
+    for sym in starts:
+        if isinstance(sym, FuncSym):
+            pending.append(sym.key)
+        elif isinstance(sym, ClassSym):
+            init = project.class_member(sym.key, "__init__")
+            if isinstance(init, FuncSym):
+                pending.append(init.key)
+    seen: set[FuncKey] = set()
+    found: dict[StateKey, set[int]] = {}
+    while pending:
+        key = pending.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        facts = analyzer.facts(key)
+        for access in facts.accesses:
+            if isinstance(access.key, StateKey) and access.kind == "write" and not access.deferred and access.form != "arg":
+                found.setdefault(access.key, set()).add(id(access.node))
+        pending.extend(facts.calls)
+    return found

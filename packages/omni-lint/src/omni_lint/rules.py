@@ -139,6 +139,62 @@ remove the entry.
             "process_local_edges: [{src: preprocessing, dst: tts_engine, reason: ...}]",
         ),
         Rule(
+            "OL005",
+            "python-contract-unreadable",
+            Severity.ERROR,
+            "A value of a Python contract (a PipelineConfig subclass) that omni-lint cannot compute statically.",
+            """
+omni-lint reads contracts written in Python without importing them: literals,
+module constants (also imported ones), f-strings and `+` of those, lists and
+tuples, `StageConfig(...)` / `ProcessLocalEdge(...)` calls, straight-line helper
+functions, `Field(default=...)` / `Field(default_factory=...)`, and
+`process_local_edges()` methods (also through `super()`). Anything else (a loop,
+a value read from a file or the environment) would leave the contract unchecked,
+so the expression is named here instead of passing silently. Fix: write the
+value in one of those forms, or keep the contract in pipeline YAML.
+""",
+            "stages = Field(default_factory=lambda: load_stages_from_disk())",
+            "stages: list[StageConfig] = Field(default_factory=_stages)   # _stages returns a list literal",
+        ),
+        Rule(
+            "OL006",
+            "contracts-disagree",
+            Severity.ERROR,
+            "A model folder's Python contract and its pipeline YAML say different things.",
+            """
+When a model folder declares its pipeline both as a PipelineConfig subclass and
+as pipeline YAML, the two must agree on the stages (names, factories, merge_fn,
+route_fn), the pipeline edges and the declared process-local edges: the runtime
+loads one of them, and a checked file that differs from the loaded one proves
+nothing. The message lists every difference against the closest pipeline file.
+""",
+        ),
+        Rule(
+            "OL102",
+            "reachability-incomplete",
+            Severity.WARNING,
+            "A call on a stage's path that the analysis cannot follow, so it cannot prove a declared edge unneeded.",
+            """
+A dynamic import (`importlib.import_module(name)` with a computed name) or a
+`getattr(module, name)` with a computed name may reach code holding module
+state. The stage's reachability is then incomplete: omni-lint still reports
+every handoff it sees, but it no longer advises removing declared edges that
+look unbacked (OL100), because the handoff may sit behind that call.
+""",
+        ),
+        Rule(
+            "OL103",
+            "missing-module",
+            Severity.WARNING,
+            "An import names a module of the analysed tree that does not exist.",
+            """
+The top-level package of the import lies in the analysed tree, but the module
+is not there. The runtime would fail to import it (or an optional import falls
+back), and any state it holds is invisible to the analysis. Fix the import, or
+suppress the warning with a reason where the fallback is deliberate.
+""",
+        ),
+        Rule(
             "OL100",
             "declared-edge-without-state",
             Severity.INFO,
@@ -199,8 +255,12 @@ Information only.
             "A Python module of a model could not be parsed.",
             """
 omni-lint parses every module of a model folder and every module a stage
-reaches. A file with a syntax error (or that is not UTF-8) cannot be checked;
-its stages' state accesses are unknown. Fix the syntax error.
+reaches. A file that cannot be read or parsed cannot be checked, so its stages'
+state accesses are unknown. Besides syntax errors and undecodable text (the
+PEP 263 coding cookie is honoured), omni-lint refuses, with this finding:
+anything but a regular file (a FIFO, a device), a file over 2 MiB, a symlink
+loop, brackets nested deeper than CPython allows (200), and operator chains
+so long that parsing would take minutes. Fix the file, or exclude it.
 """,
         ),
         Rule(
@@ -219,10 +279,4 @@ reported here, and the model's code is not checked against it.
 }
 
 
-def is_known(code: str) -> bool:
-    return code in RULES
-
-
-def matches(code: str, patterns: tuple[str, ...]) -> bool:
-    """A code matches a pattern equal to it or a prefix of it (``OL0`` selects OL001..OL004)."""
-    return any(code.startswith(p) for p in patterns)
+RULES = dict(sorted(RULES.items()))

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from .bindings import Bindings, assign_pairs, block_statements, function_bindings
 from .source import ParsedFile
-from .walk import walk
 
 
 @dataclass(frozen=True, order=True)
@@ -87,10 +87,10 @@ class FuncInfo:
     parent: FuncKey | None
     kind: str  # function | method | classmethod | staticmethod
     nested: list[FuncKey | ClassKey] = field(default_factory=list)
-    _bindings: _Bindings | None = field(default=None, repr=False)
+    _bindings: Bindings | None = field(default=None, repr=False)
 
     @property
-    def bindings(self) -> _Bindings:
+    def bindings(self) -> Bindings:
         """Names the body binds (computed once, shared by the scan and the analysis)."""
         if self._bindings is None:
             self._bindings = function_bindings(self.node)
@@ -151,6 +151,8 @@ class ModuleInfo:
     assigned: set[str] = field(default_factory=set)
     #: modules whose names ``from X import *`` brings in
     star_imports: list[str] = field(default_factory=list)
+    #: module-level import statements with the dotted modules they need (checked for missing modules)
+    import_sites: list[tuple[cst.CSTNode, tuple[str, ...]]] = field(default_factory=list)
 
     @property
     def package(self) -> str:
@@ -158,12 +160,15 @@ class ModuleInfo:
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted_name(node.value)
-        return None if base is None else f"{base}.{node.attr.value}"
-    return None
+    """``a.b.c`` for a chain of names, else None (iterative: chains can be long)."""
+    parts: list[str] = []
+    while type(node) is cst.Attribute:
+        parts.append(node.attr.value)
+        node = node.value
+    if type(node) is not cst.Name:
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
 
 
 def resolve_relative(module: ModuleInfo, level: int, target: str | None) -> str:
@@ -175,12 +180,12 @@ def resolve_relative(module: ModuleInfo, level: int, target: str | None) -> str:
 
 
 def import_bindings(module: ModuleInfo, node: cst.Import | cst.ImportFrom) -> Iterator[tuple[str, ImportBinding]]:
-    if isinstance(node, cst.Import):
+    if type(node) is cst.Import:
         for alias in node.names:
             full = dotted_name(alias.name)
             if full is None:
                 continue
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 yield alias.asname.name.value, ImportBinding(full)
             else:
                 top = full.split(".")[0]
@@ -189,25 +194,35 @@ def import_bindings(module: ModuleInfo, node: cst.Import | cst.ImportFrom) -> It
     level = len(node.relative)
     target = dotted_name(node.module) if node.module is not None else None
     source = resolve_relative(module, level, target) if level else (target or "")
-    if isinstance(node.names, cst.ImportStar):
+    if type(node.names) is cst.ImportStar:
         return
     for alias in node.names:
         name = dotted_name(alias.name)
         if name is None:
             continue
-        bound = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+        bound = alias.asname.name.value if alias.asname is not None and type(alias.asname.name) is cst.Name else name
         yield bound, ImportBinding(source, name)
+
+
+def imported_modules(module: ModuleInfo, node: cst.Import | cst.ImportFrom) -> tuple[str, ...]:
+    """The modules an import statement needs: ``import a.b`` -> a.b, ``from .x import y`` -> pkg.x."""
+    if type(node) is cst.Import:
+        return tuple(name for name in (dotted_name(alias.name) for alias in node.names) if name)
+    level = len(node.relative)
+    target = dotted_name(node.module) if node.module is not None else None
+    source = resolve_relative(module, level, target) if level else (target or "")
+    return (source,) if source else ()
 
 
 def container_kind(value: cst.BaseExpression) -> str | None:
     """The container kind of a value that is mutable state on its own, else None."""
-    if isinstance(value, (cst.Dict, cst.DictComp)):
+    if type(value) in (cst.Dict, cst.DictComp):
         return "dict"
-    if isinstance(value, (cst.List, cst.ListComp)):
+    if type(value) in (cst.List, cst.ListComp):
         return "list"
-    if isinstance(value, (cst.Set, cst.SetComp)):
+    if type(value) in (cst.Set, cst.SetComp):
         return "set"
-    if isinstance(value, cst.Call):
+    if type(value) is cst.Call:
         name = dotted_name(value.func)
         if name is not None:
             return CONTAINER_CTORS.get(name.rpartition(".")[2])
@@ -215,7 +230,7 @@ def container_kind(value: cst.BaseExpression) -> str | None:
 
 
 def is_candidate_call(value: cst.BaseExpression) -> bool:
-    if not isinstance(value, cst.Call):
+    if type(value) is not cst.Call:
         return False
     name = dotted_name(value.func)
     if name is None:
@@ -224,137 +239,11 @@ def is_candidate_call(value: cst.BaseExpression) -> bool:
     return last not in CONTAINER_CTORS and last not in NOT_STATE_CTORS
 
 
-_SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
-_BINDING_TYPES = frozenset({
-    cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom, cst.Assign, cst.AssignTarget, cst.AugAssign,
-    cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.AsName, cst.Return,
-})
-
-
-class _Bindings:
-    """Names a function body declares global and names it assigns (not nested scopes)."""
-
-    def __init__(self) -> None:
-        self.globals: dict[str, cst.CSTNode] = {}
-        self.nonlocals: set[str] = set()
-        self.assigned: set[str] = set()
-        #: how many binding sites each name has
-        self.counts: dict[str, int] = {}
-        self.imports: list[cst.Import | cst.ImportFrom] = []
-        #: simple ``name = value`` assignments: candidate aliases of module state
-        self.values: dict[str, list[cst.BaseExpression]] = {}
-        #: ``obj.attr = value`` assignments as (obj name, attr, value): ``self.queue = _QUEUE``
-        self.attribute_values: list[tuple[str, str, cst.BaseExpression]] = []
-        #: values of ``return`` statements
-        self.returns: list[cst.BaseExpression] = []
-        self._depth = 0
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        kind = type(node)
-        nested = self._depth > 0 and kind in _SCOPE_TYPES
-        self._depth += 1
-        if nested or kind not in _BINDING_TYPES:
-            return not nested
-        if kind is cst.Global:
-            for item in node.names:  # type: ignore[attr-defined]
-                self.globals.setdefault(item.name.value, node)
-        elif kind is cst.Nonlocal:
-            for item in node.names:  # type: ignore[attr-defined]
-                self.nonlocals.add(item.name.value)
-        elif kind is cst.Import or kind is cst.ImportFrom:
-            self.imports.append(node)  # type: ignore[arg-type]
-        elif kind is cst.Assign:
-            for target in node.targets:  # type: ignore[attr-defined]
-                t = target.target
-                if type(t) is cst.Name:
-                    self.values.setdefault(t.value, []).append(node.value)  # type: ignore[attr-defined]
-                elif type(t) is cst.Attribute and type(t.value) is cst.Name:
-                    self.attribute_values.append((t.value.value, t.attr.value, node.value))  # type: ignore[attr-defined]
-        elif kind is cst.Return:
-            if node.value is not None:  # type: ignore[attr-defined]
-                self.returns.append(node.value)  # type: ignore[attr-defined]
-        elif kind is cst.AssignTarget:
-            self._targets(node.target)  # type: ignore[attr-defined]
-        elif kind is cst.AugAssign or (kind is cst.AnnAssign and node.value is not None):  # type: ignore[attr-defined]
-            self._targets(node.target)  # type: ignore[attr-defined]
-            if kind is cst.AnnAssign and type(node.target) is cst.Name:  # type: ignore[attr-defined]
-                self.values.setdefault(node.target.value, []).append(node.value)  # type: ignore[attr-defined]
-        elif kind is cst.For or kind is cst.CompFor or kind is cst.NamedExpr:
-            self._targets(node.target)  # type: ignore[attr-defined]
-        elif kind is cst.AsName:
-            self._targets(node.name)  # type: ignore[attr-defined]
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._depth -= 1
-
-    def _targets(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name):
-            self.assigned.add(target.value)
-            self.counts[target.value] = self.counts.get(target.value, 0) + 1
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._targets(element.value)
-        elif isinstance(target, cst.StarredElement):
-            self._targets(target.value)
-
-
-def function_bindings(node: cst.FunctionDef) -> _Bindings:
-    visitor = _Bindings()
-    visitor._depth = 1  # defs inside the body are nested scopes
-    walk(node.body, visitor)
-    return visitor
-
-
-def _compound_bodies(statement: cst.CSTNode) -> Iterator[cst.BaseSuite]:
-    for attr in ("body", "orelse", "finalbody"):
-        child = getattr(statement, attr, None)
-        if isinstance(child, cst.BaseSuite):
-            yield child
-        elif isinstance(child, (cst.Else, cst.Finally, cst.If)):
-            if isinstance(child, cst.If):
-                yield from _compound_bodies(child)
-            else:
-                yield child.body
-    for handler in getattr(statement, "handlers", ()) or ():
-        yield handler.body
-
-
-def _statements(suite: cst.BaseSuite | cst.Module) -> Iterator[cst.CSTNode]:
-    """Statements of a block, descending into if/try/with/for/while blocks (not defs)."""
-    body = suite.body
-    if isinstance(body, (list, tuple)):
-        items = body
-    else:
-        items = [body]
-    for statement in items:
-        if isinstance(statement, cst.SimpleStatementLine):
-            yield from statement.body
-        elif isinstance(statement, cst.SimpleStatementSuite):
-            yield from statement.body
-        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-            yield statement
-        elif isinstance(statement, cst.BaseCompoundStatement):
-            for sub in _compound_bodies(statement):
-                yield from _statements(sub)
-        elif isinstance(statement, cst.BaseSmallStatement):
-            yield statement
-
-
-def _assign_pairs(statement: cst.CSTNode) -> Iterator[tuple[str, cst.BaseExpression | None, cst.CSTNode]]:
-    if isinstance(statement, cst.Assign):
-        for target in statement.targets:
-            if isinstance(target.target, cst.Name):
-                yield target.target.value, statement.value, target.target
-    elif isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name):
-        yield statement.target.value, statement.value, statement.target
-
-
 def _decorator_names(node: cst.FunctionDef) -> set[str]:
     names = set()
     for decorator in node.decorators:
         expr = decorator.decorator
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             expr = expr.func
         name = dotted_name(expr)
         if name:
@@ -388,13 +277,13 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
         key = ClassKey(name, qual)
         klass = ClassInfo(key, node)
         info.classes[qual] = klass
-        for statement in _statements(node.body):
-            if isinstance(statement, cst.FunctionDef):
+        for statement in block_statements(node.body):
+            if type(statement) is cst.FunctionDef:
                 klass.methods[statement.name.value] = add_function(statement, f"{qual}.{statement.name.value}", key, parent)
-            elif isinstance(statement, cst.ClassDef):
+            elif type(statement) is cst.ClassDef:
                 add_class(statement, f"{qual}.{statement.name.value}", parent)
             else:
-                for attr, value, target in _assign_pairs(statement):
+                for attr, value, target in assign_pairs(statement):
                     kind = container_kind(value) if value is not None else None
                     if kind is not None:
                         state_key = StateKey(name, f"{node.name.value}.{attr}")
@@ -403,30 +292,31 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
         return key
 
     def walk_body(suite: cst.BaseSuite, prefix: str, cls: ClassKey | None, parent: FuncKey | None, owner: FuncInfo | None) -> None:
-        for statement in _statements(suite):
-            if isinstance(statement, cst.FunctionDef):
+        for statement in block_statements(suite):
+            if type(statement) is cst.FunctionDef:
                 key = add_function(statement, f"{prefix}.{statement.name.value}", None, parent)
                 if owner is not None:
                     owner.nested.append(key)
-            elif isinstance(statement, cst.ClassDef):
+            elif type(statement) is cst.ClassDef:
                 ckey = add_class(statement, f"{prefix}.{statement.name.value}", parent)
                 if owner is not None:
                     owner.nested.append(ckey)
 
-    for statement in _statements(parsed.module):
-        if isinstance(statement, cst.FunctionDef):
+    for statement in block_statements(parsed.module):
+        if type(statement) is cst.FunctionDef:
             info.top[statement.name.value] = add_function(statement, statement.name.value, None, None)
-        elif isinstance(statement, cst.ClassDef):
+        elif type(statement) is cst.ClassDef:
             info.top[statement.name.value] = add_class(statement, statement.name.value, None)
-        elif isinstance(statement, (cst.Import, cst.ImportFrom)):
+        elif type(statement) in (cst.Import, cst.ImportFrom):
             for bound, binding in import_bindings(info, statement):
                 info.imports[bound] = binding
-            if isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar):
+            info.import_sites.append((statement, imported_modules(info, statement)))
+            if type(statement) is cst.ImportFrom and type(statement.names) is cst.ImportStar:
                 level = len(statement.relative)
                 target = dotted_name(statement.module) if statement.module is not None else None
                 info.star_imports.append(resolve_relative(info, level, target) if level else (target or ""))
         else:
-            for target_name, value, target in _assign_pairs(statement):
+            for target_name, value, target in assign_pairs(statement):
                 info.assigned.add(target_name)
                 info.states.pop(target_name, None)
                 info.candidates.pop(target_name, None)
@@ -436,7 +326,7 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
                 if kind is not None:
                     info.states[target_name] = StateDef(StateKey(name, target_name), kind, parsed, target)
                 elif is_candidate_call(value):
-                    assert isinstance(value, cst.Call)
+                    assert type(value) is cst.Call
                     info.candidates[target_name] = Candidate(target_name, value.func, target)
 
     for global_name, global_node in rebound.items():
@@ -449,8 +339,8 @@ def scan_module(name: str, parsed: ParsedFile, is_package: bool) -> ModuleInfo:
 
 def _first_assignment(parsed: ParsedFile, wanted: str) -> cst.CSTNode | None:
     assert parsed.module is not None
-    for statement in _statements(parsed.module):
-        for target_name, _value, target in _assign_pairs(statement):
+    for statement in block_statements(parsed.module):
+        for target_name, _value, target in assign_pairs(statement):
             if target_name == wanted:
                 return target
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,10 @@ class Settings:
 
     def excluded(self, path: Path) -> bool:
         """True for a path under a default-excluded folder or matching an ``exclude`` glob."""
-        resolved = path.resolve()
+        try:
+            resolved = path.resolve()
+        except (OSError, RuntimeError):  # a symlink loop: judge the path as written
+            resolved = Path(os.path.abspath(path))
         try:
             rel = resolved.relative_to(self.base.resolve()).as_posix()
         except ValueError:

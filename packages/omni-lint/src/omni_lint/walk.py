@@ -58,8 +58,41 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 def walk(node: cst.CSTNode, visitor: Visitor) -> None:
-    """Depth-first: ``on_visit`` (False skips the children), children, ``on_leave``."""
-    if visitor.on_visit(node):
-        for child in children(node):
-            walk(child, visitor)
-    visitor.on_leave(node)
+    """Depth-first: ``on_visit`` (False skips the children), children, ``on_leave``.
+
+    Iterative, so a valid module with a 1,000-long attribute chain or sum (a tree that deep)
+    needs no Python stack. A node wrapped in a 1-tuple on the stack means "leave it"."""
+    on_visit, on_leave = visitor.on_visit, visitor.on_leave
+    fields, known = _FIELDS, _IS_NODE
+    stack: list = [node]
+    pop, push = stack.pop, stack.append
+    while stack:
+        current = pop()
+        if type(current) is tuple:
+            on_leave(current[0])
+            continue
+        push((current,))
+        if not on_visit(current):
+            continue
+        kind = type(current)
+        names = fields.get(kind) or _fields(kind)
+        found = []
+        for name in names:
+            value = getattr(current, name)
+            vkind = type(value)
+            if vkind is list or vkind is tuple:
+                for item in value:
+                    ikind = type(item)
+                    flag = known.get(ikind)
+                    if flag is None:
+                        flag = is_node(item)
+                    if flag:
+                        found.append(item)
+            else:
+                flag = known.get(vkind)
+                if flag is None:
+                    flag = is_node(value)
+                if flag:
+                    found.append(value)
+        found.reverse()
+        stack.extend(found)

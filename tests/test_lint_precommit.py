@@ -15,9 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "packages" / "omni-lint" / "tests" / "fixtures"
 
 #: What the repository root's pyproject.toml must provide for ``language: python``:
 #: pre-commit runs ``pip install .`` there, so the root installs omni-lint (and the
