@@ -62,6 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    if getattr(args, "log_level", None):
+        from . import logs
+
+        logs.configure(args.log_level, getattr(args, "log_format", "text"))
     try:
         return int(args.func(args) or 0)
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -97,7 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="model id clients send in 'model' (repeatable; default: --model-path, else the pipeline name)",
     )
     serve.add_argument("--max-input-chars", type=_positive_int, default=4096, help="longest accepted 'input' (default: %(default)s)")
-    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="uvicorn log level")
+    serve.add_argument(
+        "--max-inflight",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="requests in flight at most; past it the server answers 429 at once (default: no bound)",
+    )
+    serve.add_argument(
+        "--shutdown-grace",
+        type=_nonnegative_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM or Ctrl-C: stop admitting, let in-flight requests finish this long, then fail the rest with 503 (default: %(default)s)",
+    )
     serve.set_defaults(func=_cmd_serve)
 
     synth = _subparser(sub, "synthesize", "synthesize one utterance to an audio file through the same runtime")
@@ -139,6 +156,15 @@ def _runtime_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None, help="'cpu' runs GPU-declared stages on the CPU (default: the declared placement)")
     parser.add_argument("--gpus", type=_nonnegative_int, default=None, help="number of GPUs to check GPU ids against")
     parser.add_argument("--startup-timeout", type=float, default=120.0, help="seconds every process gets to build its stages (default: %(default)s)")
+    parser.add_argument(
+        "--request-timeout",
+        type=_positive_float,
+        default=300.0,
+        metavar="SECONDS",
+        help="deadline of each request; past it the request fails and is cancelled in every stage (default: %(default)s)",
+    )
+    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level of the server and every worker (default: %(default)s)")
+    parser.add_argument("--log-format", default="text", choices=["text", "json"], help="one line per event as text, or as one JSON object (default: %(default)s)")
 
 
 def _bench_parser(sub: Any) -> None:
@@ -185,7 +211,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     pipeline = load_pipeline(args)
     models = tuple(dict.fromkeys(args.served_model_name or [pipeline.model_id]))
     settings = ServingSettings(models=models, limits=SpeechLimits(max_input_chars=args.max_input_chars))
-    options = ServeOptions(host=args.host, port=args.port, log_level=args.log_level)
+    options = ServeOptions(host=args.host, port=args.port, log_level=args.log_level, shutdown_grace=args.shutdown_grace)
     sock = bind(options.host, options.port)
 
     async def run() -> None:
@@ -288,6 +314,10 @@ def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
         startup_timeout=args.startup_timeout,
         model_path=pipeline.model_path,
         log=log,
+        request_timeout=args.request_timeout,
+        max_inflight=getattr(args, "max_inflight", None),
+        log_level=args.log_level,
+        log_format=args.log_format,
     )
 
 
@@ -375,6 +405,20 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
+    return value
+
+
+def _nonnegative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
     return value
 
 

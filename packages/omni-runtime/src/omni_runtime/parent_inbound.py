@@ -25,6 +25,8 @@ log = logging.getLogger("omni.runtime")
 
 TERM_SETTLE_S = 0.5
 """How long a worker's SIGTERM report waits to see whether the parent got SIGTERM too (a group stop)."""
+TERM_DRAIN_S = 30.0
+"""How long a worker stopped by its own SIGTERM gets to finish the requests it already has."""
 
 
 class ParentInbound(ParentState):
@@ -128,9 +130,17 @@ class ParentInbound(ParentState):
         inst = self.supervisor.instances.get(name)
         if inst is None or inst.worker is None:
             return
-        log.warning("process %s got SIGTERM on its own: stopping it (its restart policy decides what follows)", name)
+        log.warning("process %s got SIGTERM on its own: it takes no new requests, finishes its own, then stops", name)
         self.supervisor.on_term(name)
-        self._loop.create_task(self._send_quietly(name, E.header(E.SHUTDOWN)))
+        self._loop.create_task(self._drain_one(name))
+
+    async def _drain_one(self, name: str) -> None:
+        """Stop one worker gracefully: no new requests for it, its own ones finish (or time out), then SHUTDOWN."""
+        assert self._loop is not None
+        deadline = self._loop.time() + TERM_DRAIN_S
+        while self._load.get(name, 0) and self._loop.time() < deadline and not self._shutting_down:
+            await asyncio.sleep(0.05)
+        await self._send_quietly(name, E.header(E.SHUTDOWN))
 
     def _on_death(self, inst: Instance, info: ExitInfo) -> None:
         """A worker is gone: fail its requests now, and take back the shared memory it held."""

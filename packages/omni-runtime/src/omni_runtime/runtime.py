@@ -136,6 +136,10 @@ class Runtime(Admission, ParentInbound):
 
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
+        if not logging.getLogger().handlers:  # nobody set up logging: the runtime's events still show
+            from . import logs
+
+            logs.configure(self.options.log_level, self.options.log_format)
         self.log(render.table(self.topology))
         began = time.perf_counter()
         self.run = run = RunDir.create(base=os.environ.get("OMNI_RUNTIME_IPC_DIR"))

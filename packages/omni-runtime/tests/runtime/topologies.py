@@ -24,7 +24,7 @@ def main_topology() -> CompiledTopology:
     return topology(
         [
             {"name": "router", "factory": f"{S}:build_router", "process": "front", "route_fn": f"{S}:route_by_mode",
-             "next": ["produce", "fan", "boom", "slow", "stream_src", "inj_explicit", "tp_stage", "lstream_src"]},
+             "next": ["produce", "fan", "boom", "slow", "stream_src", "inj_explicit", "tp_stage", "lstream_src", "pace_src"]},
             {"name": "produce", "factory": f"{S}:build_produce", "process": "front", "next": "consume_local"},
             {"name": "consume_local", "factory": f"{S}:build_consume_local", "process": "front", "next": "cross"},
             {"name": "cross", "factory": f"{S}:build_cross", "process": "back", "terminal": True},
@@ -46,6 +46,8 @@ def main_topology() -> CompiledTopology:
             {"name": "lstream_src", "factory": f"{S}:build_local_stream_source", "process": "front", "stream_to": "lstream_sink", "next": "lstream_sink"},
             {"name": "lstream_sink", "factory": f"{S}:build_local_stream_sink", "process": "front", "terminal": True},
             {"name": "tp_after", "factory": f"{S}:build_tp_after", "process": "front", "terminal": True},
+            {"name": "pace_src", "factory": f"{S}:build_pace_source", "process": "front", "stream_to": "pace_sink", "next": "pace_sink"},
+            {"name": "pace_sink", "factory": f"{S}:build_pace_sink", "process": "back", "terminal": True},
         ]
     )
 

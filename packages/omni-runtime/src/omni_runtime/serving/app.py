@@ -8,6 +8,7 @@ that offers ``submit``, ``health`` and ``queue_depths``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -18,13 +19,14 @@ from fastapi.responses import JSONResponse, Response
 
 from ..errors import RequestFailed, RuntimeFailure
 from .audio import CONTENT_TYPES, AudioError, PcmAudio, encode, wav_header
-from .errors import APIError, install_handlers
+from .errors import RETRY_AFTER_S, APIError, install_handlers, runtime_error
 from .metrics import ServingMetrics
 from .request import SpeechLimits, parse_body, parse_speech
 from .streaming import AudioStreamResponse, ClientGone, until_disconnect
 from .synthesis import audio_parts, collect_audio
 
 SPEECH = "/v1/audio/speech"
+access_log = logging.getLogger("omni.access")
 _SPEECH_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["input"],
@@ -58,7 +60,7 @@ class ServingSettings:
 def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
     """Build the app for an already started ``runtime``."""
     app = FastAPI(title="omni", summary="OpenAI-compatible text-to-speech over an omni process topology")
-    metrics = ServingMetrics(runtime.queue_depths, runtime.health)
+    metrics = ServingMetrics(runtime.queue_depths, runtime.health, getattr(runtime, "supervision", None))
     app.state.runtime = runtime
     app.state.settings = settings
     app.state.metrics = metrics
@@ -68,16 +70,20 @@ def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
     async def speech(request: Request) -> Response:
         """Synthesize ``input``; the body is validated by hand so errors carry OpenAI's ``param`` and ``code``."""
         started = time.perf_counter()
+        info: dict[str, Any] = {}
         try:
-            response = await _speech(request, runtime, settings, metrics, started)
+            response = await _speech(request, runtime, settings, metrics, started, info)
         except APIError as exc:
             metrics.observe_request(SPEECH, exc.status, time.perf_counter() - started)
+            _log_access(exc.status, started, info, error=exc.code or exc.type)
             return exc.response()
         except _Disconnected:
             metrics.observe_request(SPEECH, 499, time.perf_counter() - started)
+            _log_access(499, started, info, error="client_gone")
             return Response(status_code=499)
         if not isinstance(response, AudioStreamResponse):
             metrics.observe_request(SPEECH, response.status_code, time.perf_counter() - started)
+            _log_access(response.status_code, started, info)
         return response
 
     @app.get("/v1/models")
@@ -95,14 +101,13 @@ def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
 
     @app.get("/health")
     async def health() -> JSONResponse:
+        """``starting`` (503), ``ready`` (200), ``degraded`` (200: an instance is down, the others serve), ``unhealthy`` (503)."""
         state = runtime.health()
-        healthy = bool(state.get("healthy"))
-        status = 200 if healthy else 503
+        status_word = state.get("status") or ("ready" if state.get("healthy") else "unhealthy")
+        status = 200 if status_word in ("ready", "degraded") else 503
         _count(metrics, "/health", status)
-        return JSONResponse(
-            {"status": "ok" if healthy else "unhealthy", "processes": dict(state.get("processes") or {})},
-            status_code=status,
-        )
+        headers = {"Retry-After": RETRY_AFTER_S} if status == 503 else None
+        return JSONResponse({"status": status_word, "processes": dict(state.get("processes") or {})}, status_code=status, headers=headers)
 
     @app.get("/metrics")
     async def prometheus() -> Response:
@@ -117,13 +122,17 @@ class _Disconnected(Exception):
     """The client went away before a response could start."""
 
 
-async def _speech(request: Request, runtime: Any, settings: ServingSettings, metrics: ServingMetrics, started: float) -> Response:
+async def _speech(request: Request, runtime: Any, settings: ServingSettings, metrics: ServingMetrics, started: float, info: dict[str, Any]) -> Response:
     raw = await _read_body(request, settings.limits.max_body_bytes)
     speech = parse_speech(parse_body(raw), settings.models, settings.limits)
+    info.update(model=speech.model, chars=len(speech.text))
     try:
         handle = await runtime.submit(speech.entry_data())
+    except RequestFailed as exc:
+        raise runtime_error(exc) from None
     except RuntimeFailure as exc:
-        raise APIError(503, f"the runtime is not accepting requests: {exc}", type="server_error", code="unavailable") from None
+        code = "shutdown" if getattr(runtime, "draining", False) else "unavailable"
+        raise APIError(503, f"the runtime is not accepting requests: {exc}", type="server_error", code=code, headers={"Retry-After": RETRY_AFTER_S}) from None
 
     metrics.in_flight.inc()
     handed_over = False  # once the stream response exists, it owns in_flight and the metrics
@@ -132,6 +141,7 @@ async def _speech(request: Request, runtime: Any, settings: ServingSettings, met
             audio = await _guarded(until_disconnect(request, handle, collect_audio(handle)))
             metrics.observe_stages(getattr(handle, "stage_timings", None))
             body = encode(audio, speech.response_format)
+            info["audio_s"] = audio.frames / audio.sample_rate
             return Response(body, media_type=CONTENT_TYPES[speech.response_format], headers=_audio_headers(audio, handle))
         parts = audio_parts(handle).__aiter__()
         first = await _guarded(until_disconnect(request, handle, _first(parts)))
@@ -143,12 +153,13 @@ async def _speech(request: Request, runtime: Any, settings: ServingSettings, met
     def done(status: int) -> None:
         metrics.in_flight.dec()
         metrics.observe_request(SPEECH, status, time.perf_counter() - started)
+        _log_access(status, started, info, stream=True)
         if status == 200:
             metrics.observe_stages(getattr(handle, "stage_timings", None))
 
     metrics.first_audio.observe(time.perf_counter() - started)
     return AudioStreamResponse(
-        _stream_bytes(first, parts, speech.response_format),
+        _stream_bytes(first, parts, speech.response_format, info),
         handle=handle,
         media_type=CONTENT_TYPES[speech.response_format],
         headers=_audio_headers(first, handle),
@@ -160,7 +171,8 @@ async def _first(parts: AsyncIterator[PcmAudio]) -> PcmAudio:
     return await parts.__anext__()
 
 
-async def _stream_bytes(first: PcmAudio, rest: AsyncIterator[PcmAudio], fmt: str) -> AsyncIterator[bytes]:
+async def _stream_bytes(first: PcmAudio, rest: AsyncIterator[PcmAudio], fmt: str, info: dict[str, Any]) -> AsyncIterator[bytes]:
+    info["audio_s"] = first.frames / first.sample_rate
     if fmt == "wav":
         yield wav_header(first.sample_rate, first.channels) + first.to_bytes()
     else:
@@ -168,6 +180,7 @@ async def _stream_bytes(first: PcmAudio, rest: AsyncIterator[PcmAudio], fmt: str
     async for part in rest:
         if part.sample_rate != first.sample_rate or part.channels != first.channels:
             raise AudioError("streamed audio chunks changed sample rate or channel count mid-stream")
+        info["audio_s"] += part.frames / part.sample_rate
         yield part.to_bytes()
 
 
@@ -178,11 +191,9 @@ async def _guarded(awaitable: Any) -> Any:
     except asyncio.CancelledError:
         raise
     except RequestFailed as exc:
-        kind = getattr(exc, "kind", "stage_error")
-        if kind == "cancelled":
+        if getattr(exc, "kind", "stage_error") == "cancelled":
             raise _Disconnected() from None
-        status = 503 if kind in ("shutdown", "unavailable", "process_died") else 500
-        raise APIError(status, str(exc), type="server_error", code=kind) from None
+        raise runtime_error(exc) from None
     except AudioError as exc:
         raise APIError(500, f"the pipeline produced invalid audio: {exc}", type="server_error", code="invalid_stage_output") from None
     except StopAsyncIteration:
@@ -219,6 +230,18 @@ def _audio_headers(audio: PcmAudio, handle: Any) -> dict[str, str]:
     if isinstance(request_id, str):
         headers["X-Request-Id"] = request_id
     return headers
+
+
+def _log_access(status: int, started: float, info: dict[str, Any], error: str | None = None, stream: bool = False) -> None:
+    """One line per speech request: status, seconds, model, input characters, audio seconds."""
+    seconds = time.perf_counter() - started
+    audio = info.get("audio_s")
+    access_log.info(
+        "POST %s %d %.3fs model=%s chars=%s audio_s=%s%s%s",
+        SPEECH, status, seconds, info.get("model", "-"), info.get("chars", "-"), f"{audio:.2f}" if audio is not None else "-",
+        " stream" if stream else "", f" error={error}" if error else "",
+        extra={"status": status, "seconds": round(seconds, 4), "model": info.get("model"), "chars": info.get("chars"), "audio_s": audio},
+    )
 
 
 def _model_card(model_id: str, settings: ServingSettings) -> dict[str, Any]:

@@ -136,9 +136,13 @@ class Supervisor:
             log.error("restart %d of process %s failed to start (stage %s):\n%s", inst.attempt, name, stage or "-", tb.rstrip())
 
     def on_term(self, name: str) -> None:
+        """The instance got SIGTERM on its own: it takes no new requests (it is stopped, then restarted)."""
         inst = self.instances.get(name)
         if inst is not None:
             inst.term_requested = True
+            if inst.state == READY:
+                inst.state = RESTARTING
+                self._on_change()
 
     # -- dying --------------------------------------------------------------
     def _exited(self, inst: Instance, worker: LaunchedWorker, fut: asyncio.Future[ExitInfo]) -> None:
@@ -152,7 +156,7 @@ class Supervisor:
             inst.state = STOPPED
             self._on_change()
             return
-        was_ready = inst.state == READY
+        was_ready = inst.state == READY or inst.term_requested
         inst.state = DEAD
         self._on_death(inst, info)
         if not self.restarting_enabled:

@@ -21,6 +21,9 @@ from .outbound import Outbound
 
 log = logging.getLogger("omni.worker")
 
+TERM_EARLY = threading.Event()
+"""Set by the entry point's handler when SIGTERM came before the event loop could take it."""
+
 
 class Worker(Inbound, Execution, Outbound):
     """One process instance's stages and the requests in flight through them."""
@@ -46,14 +49,14 @@ class Worker(Inbound, Execution, Outbound):
         self.plane = Plane(RunDir.from_dict(self.run_spec), self.name, self.options.shm_budget_bytes)
         self.to_parent = self.plane.outbox(E.PARENT)
         try:
-            try:
-                self.stages = build_stages(self.topology, self.instance, self.options, self.router)
-            except StageBuildError as exc:
-                log.error("failed to start (stage %s):\n%s", exc.stage or "-", exc.tb.rstrip())
-                await self.to_parent.send(E.header(E.STARTUP_ERROR, stage=exc.stage or "", src=self.name, has_data=True), exc.tb)
-                return
-            await self.to_parent.send(E.header(E.READY, src=self.name))
-            with self._sigterm_reported():
+            with self._sigterm_reported():  # from the start: a SIGTERM while building or right after ready is reported too
+                try:
+                    self.stages = build_stages(self.topology, self.instance, self.options, self.router)
+                except StageBuildError as exc:
+                    log.error("failed to start (stage %s):\n%s", exc.stage or "-", exc.tb.rstrip())
+                    await self.to_parent.send(E.header(E.STARTUP_ERROR, stage=exc.stage or "", src=self.name, has_data=True), exc.tb)
+                    return
+                await self.to_parent.send(E.header(E.READY, src=self.name))
                 try:
                     await self._serve()
                 finally:
@@ -75,6 +78,8 @@ class Worker(Inbound, Execution, Outbound):
             yield
             return
         self.loop.add_signal_handler(signal.SIGTERM, self._on_sigterm)
+        if TERM_EARLY.is_set():
+            self._on_sigterm()
         try:
             yield
         finally:

@@ -19,7 +19,7 @@ from omni_compiler.topology import CompiledTopology
 
 from .. import logs, pdeath
 from ..launch.spec import WorkerLaunch
-from .core import Worker
+from .core import TERM_EARLY, Worker
 from .options import WorkerOptions
 
 
@@ -38,6 +38,7 @@ def run_worker(launch_json: str) -> int:
     logs.configure(options.log_level, options.log_format, instance=launch.instance, marked=True)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: TERM_EARLY.set())
         if launch.parent_pid is not None:
             pdeath.arm(launch.parent_pid)
     topology = CompiledTopology.from_json(launch.topology)
