@@ -14,7 +14,7 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-nox.options.sessions = ["lint", "omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration"]
+nox.options.sessions = ["lint", "omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration", "browser", "ray"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = False
 
@@ -98,6 +98,19 @@ def integration(session: nox.Session) -> None:
 
 
 @nox.session
+def ray(session: nox.Session) -> None:
+    """The Ray backend on a real three-node Ray cluster on 127.0.0.1 (omni-runtime[ray], and omni-models for Higgs)."""
+    session.install(*CONSTRAINTS, "torch==2.13.0")
+    args = []
+    for name in ("omni-config", "omni-compiler"):
+        args += ["-e", PKG[name]]
+    args += ["-e", PKG["omni-runtime"] + "[test,ray]", "-e", PKG["omni-models"]]
+    session.install(*CONSTRAINTS, *args)
+    session.env.update({"OMNI_REQUIRE_RAY": "1", "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+    _pytest(session, "packages/omni-runtime/tests/ray", "tests/ray")
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Compiler benchmark: compile time at 100 / 1,000 / 10,000 stages and CLI cold start."""
     session.install(*CONSTRAINTS, PKG["omni-config"], PKG["omni-compiler"])
@@ -106,7 +119,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def bench_lint(session: nox.Session) -> None:
-    """omni-lint benchmark: the omni-models tree and synthetic trees."""
+    """omni-lint benchmark: first run, cached run and libcst-only parsing on omni-models and a 1,000-file tree."""
     _install(session, "omni-lint", extras="")
     session.run("python", "benchmarks/lint_bench.py", *session.posargs)
 
@@ -120,7 +133,24 @@ def bench_runtime(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_ray(session: nox.Session) -> None:
+    """Ray backend benchmark: the 4-stage no-op pipeline local vs Ray (one node, two nodes) vs Ray Serve; TCP vs IPC hops."""
+    _install(session, "omni-runtime", extras="[test,ray]")
+    session.install(*CONSTRAINTS, "ray[serve]")
+    session.env.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+    session.run("python", "benchmarks/ray_bench.py", *session.posargs)
+
+
+@nox.session
 def bench_models(session: nox.Session) -> None:
     """`omni bench` for every model: default vs fully split, concurrency 1 and 8, on the CPU."""
     _install(session, "omni-models", extras="")
     session.run("python", "benchmarks/models_bench.py", *session.posargs)
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """omni serve's topology page in Debian's headless Chromium (apt: chromium, chromium-driver; .ci/run installs them)."""
+    _install(session, "omni-runtime")
+    session.install(*CONSTRAINTS, "selenium>=4.20")
+    _pytest(session, "packages/omni-runtime/browser_tests")

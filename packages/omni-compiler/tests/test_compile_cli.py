@@ -55,6 +55,7 @@ def test_validate_forbidden_split_names_edge_reason_and_fix(cli, model_files, wr
         "error: stages.preprocessing.process = 'frontend'",
         f"  rule: the edge preprocessing -> tts_engine must stay inside one OS process ({QWEN_REASON}), but preprocessing runs in 'frontend' and tts_engine in 'pipeline'",
         "  fix:  --stages.preprocessing.process pipeline  (or set process: pipeline on preprocessing in your deployment file)",
+        f"  in:   {deploy}:4:14",  # the compiler's error points at the line that split the stages
     ]
 
 
@@ -85,6 +86,7 @@ def test_validate_json_contract_error_fields(cli):
         "rule": f"the edge preprocessing -> tts_engine must stay inside one OS process ({QWEN_REASON}), but preprocessing runs in 'frontend' and tts_engine in 'pipeline'",
         "fix": "--stages.preprocessing.process pipeline  (or set process: pipeline on preprocessing in your deployment file)",
         "value": "frontend",
+        "source": "command line",  # the flag that split the stages, not the model file's line
     }
 
 
@@ -99,7 +101,7 @@ def test_override_missing_its_value_before_another_option(cli):
     assert code == 1
     assert json.loads(out)["errors"] == [{
         "path": "stages.vocoder.process", "rule": "an override needs a value",
-        "fix": "write --stages.vocoder.process VALUE or --stages.vocoder.process=VALUE",
+        "fix": "write --stages.vocoder.process VALUE or --stages.vocoder.process=VALUE", "source": "command line",
     }]
 
 

@@ -10,6 +10,19 @@ from omni_lint.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
+#: stages.py of a two-stage model (preprocessing -> tts_engine) with an undeclared handoff through _S
+HANDOFF = """
+_S: dict = {}
+
+
+def build_preprocessing():
+    return lambda p: _S.update(x=p)
+
+
+def build_tts_engine():
+    return lambda p: _S["x"]
+"""
+
 
 def write_tree(root: Path, files: dict[str, str]) -> Path:
     """Write ``{relative path: source}`` under ``root`` (dedented); return root."""

@@ -7,7 +7,8 @@ import shutil
 import subprocess
 import sys
 
-from conftest import FIXTURES
+import pytest
+from conftest import FIXTURES, chain, pipeline_yaml, write_tree
 
 
 def _copy(fixture: str, tmp_path):
@@ -146,3 +147,20 @@ def test_explicit_config_file(cli, tmp_path):
     config.write_text("[tool.omni-lint\n")
     code, _, err = cli("--config", str(config), ".", cwd=root)
     assert code == 2 and "invalid TOML" in err
+
+
+def test_cache_flags(cli, tmp_path):
+
+    stages = "def build_a():\n    return None\n\n\ndef build_b():\n    return None\n"
+    write_tree(tmp_path, {"m/__init__.py": "", "m/stages.py": stages, "m/pipeline.yaml": pipeline_yaml("m", chain("m", ["a", "b"]))})
+    code, _out, err = cli("--cache-dir", "c", ".", cwd=tmp_path)
+    assert code == 0 and "from the cache" not in err and (tmp_path / "c" / "CACHEDIR.TAG").is_file()
+    code, _out, err = cli("--cache-dir", "c", ".", cwd=tmp_path)
+    assert code == 0 and "1 from the cache" in err
+    code, _out, err = cli("--no-cache", ".", cwd=tmp_path)
+    assert code == 0 and "from the cache" not in err and not (tmp_path / ".omni_lint_cache").exists()
+    code, _out, err = cli(".", cwd=tmp_path)  # default: .omni_lint_cache in the project root
+    assert code == 0 and (tmp_path / ".omni_lint_cache").is_dir()
+    with pytest.raises(SystemExit) as exit_info:
+        cli("--jobs", "0", ".", cwd=tmp_path)
+    assert exit_info.value.code == 2

@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-from conftest import FIXTURES, chain, pipeline_yaml, run_lint, write_tree
+from conftest import FIXTURES, HANDOFF, chain, pipeline_yaml, run_lint, write_tree
 
 from omni_lint import Settings, lint
 from omni_lint.discovery import discover, import_root
-
-HANDOFF = """
-_S: dict = {}
-
-
-def build_preprocessing():
-    return lambda p: _S.update(x=p)
-
-
-def build_tts_engine():
-    return lambda p: _S["x"]
-"""
 
 
 def test_variants_are_separate_contracts(tmp_path):

@@ -8,19 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import chain, pipeline_yaml, write_tree
-
-HANDOFF = """
-_S: dict = {}
-
-
-def build_preprocessing():
-    return lambda p: _S.update(x=p)
-
-
-def build_tts_engine():
-    return lambda p: _S["x"]
-"""
+from conftest import HANDOFF, chain, pipeline_yaml, write_tree
 
 
 def _model(root, name="m", stages_text=HANDOFF):

@@ -1,6 +1,7 @@
 import torch
 
-from omni_models.common.ar import ARConfig, ARModel, generate_frames
+from omni_models.common.ar import ARConfig, ARModel
+from omni_models.common.batch import generate_frames
 from omni_models.common.codec import CodecDecoder, StreamingDecode, upsample_factors
 from omni_models.common.delay import DelayAligner, apply_delay, revert_delay
 from omni_models.common.flow import FlowEstimator, NoiseStream

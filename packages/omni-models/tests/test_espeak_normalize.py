@@ -73,3 +73,29 @@ def test_unspeakable_text_has_no_sentences() -> None:
 def test_max_chars_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_chars must be >= 1"):
         split_sentences("text", max_chars=0)
+
+
+# Tricky inputs and the words a listener must hear (sentence splitting by pysbd, numbers by num2words).
+TRICKY = [
+    ("I met him on Jan. 5. He was late.", ["I met him on January fifth.", "He was late."]),
+    ("She moved to the U.S.A. in 1999. It was cold.", ["She moved to the U S A in nineteen ninety-nine.", "It was cold."]),
+    ("Meet at 5 p.m. Then we eat.", ["Meet at five P M.", "Then we eat."]),
+    ("The meeting is at 3:30 pm.", ["The meeting is at three thirty P M."]),
+    ("Call me at 9:05 a.m. tomorrow.", ["Call me at nine oh five A M tomorrow."]),
+    ("Lunch is at 12:00.", ["Lunch is at twelve o'clock."]),
+    ("Doors open at 7 pm.", ["Doors open at seven P M."]),
+    ("It was built in 1905 and sold in 2005.", ["It was built in nineteen oh five and sold in two thousand five."]),
+    ("Born on March 3rd, 1987.", ["Born on March third, nineteen eighty-seven."]),
+    ("Music of the 1980s.", ["Music of the nineteen eighties."]),
+    ("We sold 1999 tickets.", ["We sold one thousand nine hundred ninety-nine tickets."]),
+    ("It costs $3.50, not $1.", ["It costs three dollars and fifty cents, not one dollar."]),
+    ("Pay £2.05 or €10 now.", ["Pay two pounds and five pence or ten euros now."]),
+    ("She came 1st, he came 22nd and I came 103rd.", ["She came first, he came twenty-second and I came one hundred third."]),
+    ("Dr. Smith paid $3.50. Was it 2.5 times more?", ["Doctor Smith paid three dollars and fifty cents.", "Was it two point five times more?"]),
+    ("It holds 1,234,567 items.", ["It holds one million two hundred thirty-four thousand five hundred sixty-seven items."]),
+]
+
+
+@pytest.mark.parametrize(("text", "sentences"), TRICKY, ids=[t for t, _ in TRICKY])
+def test_tricky_inputs_are_split_and_spoken(text: str, sentences: list[str]) -> None:
+    assert list(prepare(text).sentences) == sentences

@@ -1,4 +1,4 @@
-"""The vocoder's streaming polyphase resampler and level normaliser."""
+"""The vocoder's streaming resampler (libsoxr) and level normaliser."""
 
 from __future__ import annotations
 

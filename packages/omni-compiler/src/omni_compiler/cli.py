@@ -34,7 +34,12 @@ overrides:
   --a.b=v works too. Wiring, factories and the process-local contract belong to
   the model's pipeline file and cannot be overridden.
 
-exit codes: 0 valid, 1 invalid config, 2 usage error / unreadable file / YAML syntax
+errors name the file, line and column of the YAML node they are about (or the
+command-line flag); --format github turns them into GitHub Actions annotations.
+
+exit codes: 0 valid, 1 invalid config (every error at once), 2 usage error /
+unreadable or unsafe file (not a regular file, too large, YAML syntax, alias
+bomb, nesting too deep, Python tags) / internal error
 """
 
 
@@ -50,13 +55,17 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="{validate,show,schema}")
     sub.required = True
     for name, formats, help_text in (
-        ("validate", ("text", "json"), "check a config; print the process table (exit 0) or every error (exit 1)"),
-        ("show", ("text", "json", "mermaid", "dot"), "print the compiled topology: table, replicas, TP ranks, cross-process edges, GPU budget"),
+        ("validate", ("text", "json", "github"), "check a config; print the process table (exit 0) or every error (exit 1)"),
+        ("show", ("text", "json", "mermaid", "dot", "html", "github"), "print the compiled topology: table, replicas, TP ranks, cross-process edges, GPU budget "
+         "(--format html -o topology.html: a standalone page drawing it, for code review)"),
     ):
         cmd = sub.add_parser(name, help=help_text, description=help_text, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
         cmd.add_argument("config", metavar="FILE", help="a full pipeline file, a deployment file (extends:), or a registered model name")
-        cmd.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
+        cmd.add_argument("--format", choices=formats, default="text",
+                         help="output format (default: text); github: errors as GitHub Actions annotations (::error file=...,line=...,col=...::) on stdout, the rest as text")
         cmd.add_argument("--gpus", type=int, metavar="N", help="check GPU ids against a machine with N GPUs")
+        if name == "show":
+            cmd.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout (the usual way with --format html)")
     schema = sub.add_parser("schema", help="print the JSON Schema of pipeline files", description="print the JSON Schema of pipeline files")
     schema.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     return parser
@@ -101,17 +110,19 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> int:
         else:
             print(text)
         return EXIT_OK
-    as_json = args.format == "json"
+    fmt = args.format
     try:
         source = resolve_model_source(args.config)
         topology = compile(load_config(source, overrides), num_gpus=args.gpus)
     except ConfigFileError as exc:
-        _report(exc, as_json)
+        _report(exc, fmt)
         return EXIT_USAGE
     except ConfigError as exc:
-        _report(exc, as_json)
+        _report(exc, fmt)
         return EXIT_INVALID
-    if as_json:
+    if fmt == "html" or getattr(args, "output", None):
+        return _write_output(args, topology)
+    if fmt == "json":
         print(render.to_json(topology))
     elif args.format == "mermaid":
         print(render.mermaid(topology))
@@ -125,11 +136,33 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> int:
     return EXIT_OK
 
 
-def _report(exc: ConfigError | ConfigFileError, as_json: bool) -> None:
-    if as_json:
+def _write_output(args: argparse.Namespace, topology: object) -> int:
+    from . import render_html
+
+    formats = {"html": render_html.render, "json": render.to_json, "mermaid": render.mermaid, "dot": render.dot, "text": render.text, "github": render.text}
+    text = formats[args.format](topology)
+    if not args.output or args.output == "-":
+        print(text)
+        return EXIT_OK
+    try:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        print(f"omni-compile: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {args.output} ({args.format}, {len(topology.instances)} OS process(es))", file=sys.stderr)
+    return EXIT_OK
+
+
+def _report(exc: ConfigError | ConfigFileError, fmt: str) -> None:
+    if fmt == "json":
         print(json.dumps(exc.to_dict(), indent=2))
-    else:
-        print(str(exc), file=sys.stderr)
+        return
+    if fmt == "github":
+        from .github import annotations
+
+        sys.stdout.write(annotations(exc))
+    print(str(exc), file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

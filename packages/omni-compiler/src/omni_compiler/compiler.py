@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from omni_config import ConfigIssue, load_config
 from omni_config.gcpause import paused_gc
+from omni_config.locations import locate, origins_of
 
 from .errors import TopologyError
 from .graph import build_edges, check_contract, check_graph, check_names
@@ -41,7 +42,7 @@ def _compile(config: PipelineConfig, num_gpus: int | None) -> CompiledTopology:
     check_graph(config, edges, names, issues)
     gpus = check_placement(config, grouping, num_gpus, issues)
     if issues:
-        raise TopologyError(issues)
+        raise TopologyError(locate(issues, origins_of(config)))
     stages = tuple(
         CompiledStage(
             name=s.name,

@@ -6,12 +6,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from omni_config import ConfigIssue
+from omni_config.names import ENDPOINT_NAME_MAX, endpoint_name_problem
 from omni_config.suggest import did_you_mean
 
 from .topology import CompiledProcess, ProcessInstance, StagePlacement
 
 if TYPE_CHECKING:
     from omni_config import PipelineConfig, StageConfig
+
+#: OS processes one topology may spawn (replicas and TP ranks included); far above any real
+#: deployment, low enough that a hostile file cannot make the compiler build millions.
+MAX_OS_PROCESSES = 16_384
 
 @dataclass(frozen=True)
 class Grouping:
@@ -41,9 +46,17 @@ def group(config: PipelineConfig, issues: list[ConfigIssue]) -> Grouping:
                     f"give {s.name} its own process: --stages.{s.name}.process {s.name}", value=name))
         plain = tuple(s.name for s in members if s.tp_size == 1)
         num_replicas = config.processes[name].num_replicas if name in config.processes else 1
-        replicated_by = name if name in config.processes else None
         ray = _ray_placement(config.processes[name]) if name in config.processes else {}
         restart = _restart_policy(config.processes[name]) if name in config.processes else {}
+        settings = config.processes.get(name)
+        # an entry that only says where Ray places the process, or how it restarts, neither replicates nor moves it
+        policy_only = (
+            settings is not None
+            and (ray or "restart" in getattr(settings, "model_fields_set", ()))
+            and settings.num_replicas == 1
+            and settings.replica_devices is None
+        )
+        replicated_by = name if settings is not None and not policy_only else None
         if plain:
             processes.append(CompiledProcess(name, plain, name, None, 1, num_replicas, replicated_by, ray, restart))
         if tp_stages:
@@ -66,6 +79,11 @@ def group(config: PipelineConfig, issues: list[ConfigIssue]) -> Grouping:
         if key not in declared:
             issues.append(ConfigIssue(f"processes.{key}", "no stage runs in this process", did_you_mean(key, declared, "process names"), value=key))
 
+    total = sum(p.num_replicas for p in processes)
+    if total > MAX_OS_PROCESSES:
+        issues.append(ConfigIssue("processes", f"the topology would spawn {total} OS processes (replicas x TP ranks), over the limit of {MAX_OS_PROCESSES}",
+                                  "lower num_replicas or tp_size", value=total))
+        return Grouping(tuple(processes), (), frozenset())
     stages_by_name = {s.name: s for s in config.stages}
     instances: list[ProcessInstance] = []
     moved: set[str] = set()
@@ -86,7 +104,26 @@ def group(config: PipelineConfig, issues: list[ConfigIssue]) -> Grouping:
             if groups is not None:
                 moved.add(instance_name)
             instances.append(ProcessInstance(instance_name, process.name, replica if process.num_replicas > 1 else None, tuple(placements)))
+    _check_endpoint_names(processes, instances, declared, issues)
     return Grouping(tuple(processes), tuple(instances), frozenset(moved))
+
+
+def _check_endpoint_names(processes: list[CompiledProcess], instances: list[ProcessInstance], declared: dict[str, list[StageConfig]], issues: list[ConfigIssue]) -> None:
+    """Each OS process is an endpoint the runtime names ``<process>[_tp<rank>][@r<replica>]``; refuse what it would refuse at start."""
+    declared_of = {p.name: p.declared_process for p in processes}
+    reported: set[str] = set()
+    for instance in sorted(instances, key=lambda i: -len(i.name)):
+        process = declared_of[instance.process]
+        problem = endpoint_name_problem(instance.name)
+        if problem is None or process in reported:
+            continue
+        reported.add(process)
+        stage = declared[process][0]
+        field = "process" if stage.process else "name"
+        room = ENDPOINT_NAME_MAX - (len(instance.name) - len(process))
+        issues.append(ConfigIssue(f"stages.{stage.name}.{field}", problem,
+                                  f"shorten the process name '{process}' to at most {room} characters (the runtime adds '{instance.name[len(process):]}' for TP ranks and replicas)"
+                                  if instance.name != process else f"shorten the process name to at most {ENDPOINT_NAME_MAX} characters", value=process))
 
 
 def _gpu_of(stage: StageConfig, rank: int | None) -> int | None:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 _MISSING = object()
+#: The ``source`` of a value given as a command-line override.
+COMMAND_LINE = "command line"
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,10 @@ class ConfigIssue:
     fix: str
     value: Any = _MISSING
     source: str | None = None
+    """The file the problem is in, or ``"command line"``."""
+    line: int | None = None
+    """1-based line (and column) of the YAML node the problem is about."""
+    column: int | None = None
 
     @property
     def has_value(self) -> bool:
@@ -36,8 +42,17 @@ class ConfigIssue:
             head += f" = {format_value(self.value)}"
         lines = [head, f"  rule: {self.rule}", f"  fix:  {self.fix}"]
         if self.source:
-            lines.append(f"  in:   {self.source}")
+            lines.append(f"  in:   {self.where}")
         return "\n".join(lines)
+
+    @property
+    def where(self) -> str:
+        """``file:line:column`` (what editors and CI logs link), or the command-line flag."""
+        if self.source == COMMAND_LINE:
+            return COMMAND_LINE if self.path.startswith("-") or self.path == COMMAND_LINE else f"{COMMAND_LINE} (--{self.path})"
+        if self.line is None:
+            return self.source or ""
+        return f"{self.source}:{self.line}:{self.column or 1}"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "rule": self.rule, "fix": self.fix}
@@ -45,6 +60,8 @@ class ConfigIssue:
             out["value"] = _jsonable(self.value)
         if self.source:
             out["source"] = self.source
+        if self.line is not None:
+            out["line"], out["column"] = self.line, self.column
         return out
 
 
@@ -90,14 +107,19 @@ class ConfigFileError(Exception):
 
     exit_code = 2
 
-    def __init__(self, path: str, reason: str, fix: str):
+    def __init__(self, path: str, reason: str, fix: str, line: int | None = None, column: int | None = None):
         self.path = path
         self.reason = reason
         self.fix = fix
+        self.line = line
+        self.column = column
         super().__init__(f"error: cannot load {path}: {reason}\n  fix:  {fix}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"valid": False, "errors": [{"path": self.path, "rule": self.reason, "fix": self.fix}]}
+        error: dict[str, Any] = {"path": self.path, "rule": self.reason, "fix": self.fix}
+        if self.line is not None:
+            error.update(source=self.path, line=self.line, column=self.column)
+        return {"valid": False, "errors": [error]}
 
 
 def _dedupe(issues: Iterable[ConfigIssue]) -> list[ConfigIssue]:

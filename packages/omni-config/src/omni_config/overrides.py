@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
-from .errors import ConfigIssue
+from .errors import COMMAND_LINE, ConfigIssue
+from .locations import Origin
 from .tiers import ValueKind
+from .yamlread import read_value
 
 MAX_OVERRIDE_VALUE_CHARS = 4096
 
@@ -25,6 +25,8 @@ class Override:
     raw: str | None
     """The CLI text; None when the value came from a YAML file already typed."""
     source: str
+    origin: Origin | None = None
+    """Where the setting was written (file, line, column), for errors about the value it sets."""
 
     @property
     def dotted(self) -> str:
@@ -61,7 +63,7 @@ def parse_overrides(tokens: Sequence[str]) -> tuple[list[tuple[tuple[str, ...], 
     while i < len(tokens):
         token = tokens[i]
         if not token.startswith("--"):
-            issues.append(ConfigIssue("command line", f"unexpected argument {token!r}: overrides look like --stages.NAME.FIELD VALUE", "remove it or put it after an override flag", value=token))
+            issues.append(ConfigIssue("command line", f"unexpected argument {token!r}: overrides look like --stages.NAME.FIELD VALUE", "remove it or put it after an override flag", value=token, source=COMMAND_LINE))
             i += 1
             continue
         body = token[2:]
@@ -71,16 +73,16 @@ def parse_overrides(tokens: Sequence[str]) -> tuple[list[tuple[tuple[str, ...], 
             name, raw = body, tokens[i + 1]
             i += 1
         else:
-            issues.append(ConfigIssue(body or token, "an override needs a value", f"write --{body} VALUE or --{body}=VALUE"))
+            issues.append(ConfigIssue(body or token, "an override needs a value", f"write --{body} VALUE or --{body}=VALUE", source=COMMAND_LINE))
             i += 1
             continue
         i += 1
         parts = tuple(name.split("."))
         if len(parts) < 2 or any(not p for p in parts):
-            issues.append(ConfigIssue(name or token, "an override path has the form a.b[.c...] with no empty parts", "write it like --stages.vocoder.process vocoder", value=token))
+            issues.append(ConfigIssue(name or token, "an override path has the form a.b[.c...] with no empty parts", "write it like --stages.vocoder.process vocoder", value=token, source=COMMAND_LINE))
             continue
         if len(raw) > MAX_OVERRIDE_VALUE_CHARS:
-            issues.append(ConfigIssue(name, f"override values are limited to {MAX_OVERRIDE_VALUE_CHARS} characters", "shorten the value or put it in a deployment file", value=raw[:40] + "..."))
+            issues.append(ConfigIssue(name, f"override values are limited to {MAX_OVERRIDE_VALUE_CHARS} characters", "shorten the value or put it in a deployment file", value=raw[:40] + "...", source=COMMAND_LINE))
             continue
         pairs.append((parts, raw))
     return pairs, issues
@@ -122,7 +124,10 @@ def parse_value(raw: str, kind: ValueKind) -> Any:
 
 
 def _yaml(text: str) -> Any:
+    """A YAML scalar or flow value, under the file rules (no dates, tags, aliases bombs, deep nesting)."""
+    if not text.strip():
+        return ""
     try:
-        return yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ValueParseError(f"not a valid value: {exc.problem if hasattr(exc, 'problem') else exc}") from None
+        return read_value(text)
+    except ValueError as exc:
+        raise ValueParseError(f"not a valid value: {exc}") from None

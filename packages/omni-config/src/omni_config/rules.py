@@ -6,13 +6,21 @@ and each rule can be tested, and reused by other tools, on its own.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
+from . import names
+
 #: ``@r<digits>`` names replica instances; users may not put it in their own names.
 RESERVED_REPLICA_SUFFIX = re.compile(r"@r\d+")
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_.]*)?$")
+# Patterns are applied with fullmatch: '$' would let a trailing newline through.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+_IDENTS = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+#: ``pkg.mod:fn`` (attribute after the colon) or ``pkg.mod.fn`` (at least a module and a name).
+_DOTTED = re.compile(rf"{_IDENTS}:{_IDENTS}|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+#: Nesting allowed inside ``factory_args`` values.
+MAX_VALUE_DEPTH = 32
 
 
 def check_name(value: Any, what: str) -> str:
@@ -20,7 +28,7 @@ def check_name(value: Any, what: str) -> str:
         raise ValueError(f"{what} must be a non-empty string")
     if RESERVED_REPLICA_SUFFIX.search(value):
         raise ValueError(f"'@r<digits>' is reserved for replica instances and cannot appear in a {what}")
-    if not _NAME.match(value):
+    if not _NAME.fullmatch(value):
         raise ValueError(f"a {what} may contain only letters, digits, '_', '.' and '-'")
     return value
 
@@ -35,8 +43,45 @@ def process_name(value: Any) -> str:
 
 
 def dotted_path(value: Any) -> Any:
-    if not _DOTTED.match(value):
-        raise ValueError("must be a dotted import path such as 'pkg.module:function' or 'pkg.module.function'")
+    if not isinstance(value, str) or not _DOTTED.fullmatch(value):
+        raise ValueError("must be an import path with a module and a name, 'pkg.module:function' or 'pkg.module.function' (letters, digits, '_' only)")
+    return value
+
+
+def env_name(value: Any) -> str:
+    """What ``os.environ`` accepts as a name: the stage's process sets it before building the stage."""
+    problem = names.env_name_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def env_value(value: Any) -> str:
+    problem = names.env_value_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def json_value(value: Any) -> Any:
+    """``factory_args`` travel to the stage's process as JSON: plain JSON values only, nesting bounded."""
+    stack = [(value, "", 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        at = f" (at {where.lstrip('.')})" if where else ""
+        if depth > MAX_VALUE_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_VALUE_DEPTH} levels{at}")
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                if not isinstance(key, str):
+                    raise ValueError(f"mapping keys must be text, got {type(key).__name__} {key!r}{at}")
+                stack.append((sub, f"{where}.{key}", depth + 1))
+        elif isinstance(item, list):
+            stack.extend((sub, f"{where}[{i}]", depth + 1) for i, sub in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{item} is not a JSON number{at}")
+        elif not (item is None or isinstance(item, (str, int, float, bool))):
+            raise ValueError(f"a {type(item).__name__} is not a JSON value{at}; use text, numbers, booleans, null, lists and mappings")
     return value
 
 
@@ -81,15 +126,15 @@ RAY_RESERVED_RESOURCES = {
     "memory": "remove it; omni does not reserve heap memory",
     "object_store_memory": "remove it; omni sends no payload through Ray's object store",
 }
-_RAY_RESOURCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:\-]{0,127}$")
-_RAY_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_RAY_RESOURCE = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,127}")
+_RAY_LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 def ray_resource_name(value: Any) -> str:
     """A custom Ray resource (``node_b``); the built-in ones have their own fields."""
     if value in RAY_RESERVED_RESOURCES:
         raise ValueError(f"'{value}' is a built-in Ray resource, not a custom one: {RAY_RESERVED_RESOURCES[value]}")
-    if not isinstance(value, str) or not _RAY_RESOURCE.match(value):
+    if not isinstance(value, str) or not _RAY_RESOURCE.fullmatch(value):
         raise ValueError("a Ray resource name starts with a letter or '_' and holds letters, digits, '_', '.', ':' or '-' (at most 128)")
     return value
 
@@ -103,6 +148,6 @@ def ray_resource_amount(value: Any) -> Any:
 
 def ray_label_key(value: Any) -> str:
     """A node label key as Ray (and Kubernetes) write them: ``[prefix/]name``."""
-    if not isinstance(value, str) or not _RAY_LABEL_KEY.match(value):
+    if not isinstance(value, str) or not _RAY_LABEL_KEY.fullmatch(value):
         raise ValueError("a Ray label key is [dns-prefix/]name, the name 1-63 letters, digits, '-', '_' or '.' (e.g. ray.io/accelerator-type)")
     return value

@@ -20,6 +20,12 @@ NameList = Annotated[list[str], BeforeValidator(rules.name_list, json_schema_inp
 ProcessName = Annotated[str, AfterValidator(rules.process_name)]
 StageName = Annotated[str, AfterValidator(rules.stage_name)]
 DottedPath = Annotated[str, AfterValidator(rules.dotted_path)]
+EnvName = Annotated[str, AfterValidator(rules.env_name)]
+EnvValue = Annotated[str, AfterValidator(rules.env_value)]
+JsonArgs = Annotated[dict[str, Any], AfterValidator(rules.json_value)]
+#: Upper bounds that keep a hostile file from asking for millions of OS processes.
+MAX_TP_SIZE = 1024
+MAX_REPLICAS = 1024
 GpuSpec = Annotated[int | list[int] | None, BeforeValidator(rules.gpu_spec)]
 RayResourceName = Annotated[str, AfterValidator(rules.ray_resource_name)]
 RayResourceAmount = Annotated[float, Field(gt=0), AfterValidator(rules.ray_resource_amount)]
@@ -28,7 +34,7 @@ DeviceList = Annotated[list[int] | None, BeforeValidator(rules.replica_devices, 
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
 
 class ResourcesConfig(_Frozen):
@@ -57,11 +63,11 @@ class StageConfig(_Frozen):
     wait_for: NameList = Field(default_factory=list, description="Stages whose payloads are merged (fan-in) before this stage runs.")
     merge_fn: DottedPath | None = Field(default=None, description="Dotted path of the fan-in merge function; required with wait_for.")
     route_fn: DottedPath | None = Field(default=None, description="Dotted path of a function choosing among 'next' targets.")
-    factory_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the factory.")
-    env: dict[str, str] = Field(default_factory=dict, description="Environment variables set in the stage's OS process.")
+    factory_args: JsonArgs = Field(default_factory=dict, description="Keyword arguments for the factory.")
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Environment variables set in the stage's OS process.")
     process: ProcessName | None = Field(default=None, description="OS process name. Stages naming the same process share it; none means the stage runs alone.")
     gpu: GpuSpec = Field(default=None, description="GPU id, or one id per TP rank.")
-    tp_size: int = Field(default=1, ge=1, description="Tensor-parallel degree; > 1 gives the stage one OS process per rank.")
+    tp_size: int = Field(default=1, ge=1, le=MAX_TP_SIZE, description="Tensor-parallel degree; > 1 gives the stage one OS process per rank.")
     runtime: StageRuntimeConfig = Field(default_factory=StageRuntimeConfig)
 
     @property
@@ -99,7 +105,7 @@ class RestartPolicyConfig(_Frozen):
 
 
 class ProcessConfig(_Frozen):
-    num_replicas: int = Field(default=1, ge=1, description="Instances of the whole process; each request keeps one.")
+    num_replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS, description="Instances of the whole process; each request keeps one.")
     replica_devices: DeviceList = Field(
         default=None,
         description="num_replicas * tp_size GPU ids, one consecutive group per replica. Moves the process even with num_replicas: 1.",

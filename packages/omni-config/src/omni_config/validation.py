@@ -45,12 +45,27 @@ def issues_from_validation_error(error: ValidationError, raw: Any) -> list[Confi
     return issues
 
 
+#: What to write instead, by the field a rule guards (the rule text says what is wrong).
+_FIXES = {
+    "env": "name the variable with letters, digits and '_' (no '=', no NUL), and give it a value without NUL",
+    "factory": "write the import path as 'pkg.module:function' or 'pkg.module.function'",
+    "merge_fn": "write the import path as 'pkg.module:function' or 'pkg.module.function'",
+    "route_fn": "write the import path as 'pkg.module:function' or 'pkg.module.function'",
+    "factory_args": "use plain JSON values: text, numbers, booleans, null, lists and mappings with text keys",
+    "name": "use letters, digits, '_', '.' and '-' only",
+    "process": "use letters, digits, '_', '.' and '-' only",
+}
+
+
 def _fix_for(kind: str, loc: tuple[Any, ...]) -> str:
-    field = str(loc[-1]) if loc else "value"
+    field = str(loc[-1]) if loc and str(loc[-1]) else "the value"
     if kind.startswith(("greater_than", "less_than")):
         return f"set {field} within the allowed range"
     if "type" in kind or kind.endswith(("_parsing", "_type")):
         return f"give {field} a value of the expected type"
+    guarded = next((str(part) for part in reversed(loc) if str(part) in _FIXES), None)
+    if kind == "value_error" and guarded is not None:
+        return _FIXES[guarded]
     return f"correct {field}"
 
 
@@ -61,13 +76,16 @@ def dotted_path(loc: tuple[Any, ...], raw: Any) -> str:
         if isinstance(part, int) and isinstance(node, list):
             entry = node[part] if 0 <= part < len(node) else None
             name = entry.get("name") if isinstance(entry, dict) else None
-            if isinstance(name, str) and name and tuple(loc[:index]) == ("stages",):
+            if isinstance(name, str) and name and name.isprintable() and tuple(loc[:index]) == ("stages",):
                 parts.append(name)
             elif isinstance(entry, dict) and tuple(loc[:index]) == ("process_local_edges",) and isinstance(entry.get("src"), str):
                 parts.append(f"{entry.get('src')}->{entry.get('dst')}")
             else:
                 parts[-1:] = [f"{parts[-1]}[{part}]"] if parts else [f"[{part}]"]
             node = entry
+        elif isinstance(part, str) and parts and (part == "" or not part.isprintable()):  # would vanish or break the line
+            parts[-1] += f"[{part!r}]"
+            node = node.get(part) if isinstance(node, dict) else None
         else:
             parts.append(str(part))
             node = node.get(part) if isinstance(node, dict) else None

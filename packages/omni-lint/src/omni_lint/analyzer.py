@@ -9,6 +9,8 @@ does to a parameter, so calls through the tree keep their exact effects.
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from .facts import AccessKey, Facts, Scope, param_names
@@ -37,7 +39,7 @@ class Analyzer:
 
     def __init__(self, project: Project):
         self.project = project
-        self._facts: dict[FuncKey, Facts] = {}
+        self._facts: dict[FuncKey, tuple[Facts, Any]] = {}
         self._in_progress: set[FuncKey] = set()
         self._scopes: dict[FuncKey, Scope | None] = {}
         self._returns: dict[FuncKey, StateKey | None] = {}
@@ -187,22 +189,33 @@ class Analyzer:
     # -- facts -------------------------------------------------------------------
 
     def facts(self, key: FuncKey) -> Facts:
+        """What the function does (memoised; shared with the other units of the run, together with
+        the files and paths computing it looked at, which each unit that uses it records)."""
+        tracker = self.project.sources
         if key in self._facts:
-            return self._facts[key]
+            result, deps = self._facts[key]
+            tracker.replay(deps)
+            return result
         if key in self._in_progress:
             return Facts()
-        scope = self.scope(key)
-        if scope is None:
-            self._facts[key] = Facts()
-            return self._facts[key]
+        shared = tracker.shared_facts.get((self.project.root, key))
+        if shared is not None:
+            self._facts[key] = shared
+            tracker.replay(shared[1])
+            return shared[0]
         self._in_progress.add(key)
+        tracker.begin()
         try:
-            walker = FunctionWalker(self, scope, scope.module.parsed)
-            walk(scope.func.node.body, walker)
-            result = walker.finish()
+            scope = self.scope(key)
+            result = Facts()
+            if scope is not None:
+                walker = FunctionWalker(self, scope, scope.module.parsed)
+                walk(scope.func.node.body, walker)
+                result = walker.finish()
         finally:
             self._in_progress.discard(key)
-        self._facts[key] = result
+            deps = tracker.end()
+        self._facts[key] = tracker.shared_facts[(self.project.root, key)] = (result, deps)
         return result
 
     def self_alias(self, key: SelfKey) -> StateKey | None:

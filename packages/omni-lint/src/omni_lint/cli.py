@@ -100,7 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("omni-lint: internal error (please report it with this traceback):", file=sys.stderr)
         traceback.print_exc()
         return 2
-    sys.stdout.write(render(report, args.format))
+    try:
+        sys.stdout.write(render(report, args.format))
+        sys.stdout.flush()
+    except BrokenPipeError:  # ``omni-lint ... | head``: the reader left; the exit status still counts
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return report.exit_code
     if not args.quiet and args.format in ("text", "github"):
         print(summary(report), file=sys.stderr)
     return report.exit_code

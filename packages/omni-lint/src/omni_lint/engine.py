@@ -97,6 +97,8 @@ def lint(
         results.append(result)
         if cache is not None:
             cache.store(result)
+    if cache is not None:
+        cache.close()
     for path, reason in problems.items():
         results.append({"findings": [[str(path), 1, 1, "OL900", f"cannot read {path.name}: {reason}", "error"]], "files": {}, "yaml": {}, "pipelines": 0})
     return _merge(results, settings, cwd, len(folders), cached)
@@ -111,6 +113,7 @@ def _analyse(folders: list[ModelFolder], settings: Settings, cwd: Path, jobs: in
         yield from run_deep(_analyse_here, folders, settings, cwd)
         return
     ordered = sorted(folders, key=lambda folder: -sizes[folder])  # biggest first: the pool ends together
+    _preload()  # imported once here, shared by every forked worker (not imported again in each)
     with ProcessPoolExecutor(max_workers=min(jobs, len(folders)), mp_context=get_context("fork")) as pool:
         token = os.urandom(8).hex()
         count = len(ordered)
@@ -118,26 +121,37 @@ def _analyse(folders: list[ModelFolder], settings: Settings, cwd: Path, jobs: in
             yield json.loads(text)
 
 
-def _analyse_here(folders: list[ModelFolder], settings: Settings, cwd: Path, sources: Any = None) -> list[dict[str, Any]]:
-    from .source import SourceCache
-    from .unit import analyse_folder
+def _analyse_here(folders: list[ModelFolder], settings: Settings, cwd: Path, state: Any = None) -> list[dict[str, Any]]:
+    from .unit import analyse_folder, new_run_state
 
-    sources = sources if sources is not None else SourceCache()  # one parse per file and run
-    return [analyse_folder(folder, settings.excluded, cwd, sources) for folder in folders]
+    state = state if state is not None else new_run_state(cwd)  # one parse and analysis per file and run
+    return [analyse_folder(folder, settings.excluded, state) for folder in folders]
 
 
-#: A worker's parsed files, kept across the folders of one run: (run token, SourceCache)
-_WORKER_SOURCES: list[Any] = [None, None]
+#: A worker's shared state, kept across the folders of one run: (run token, RunState)
+_WORKER_STATE: list[Any] = [None, None]
 
 
 def _analyse_in_worker(folder: ModelFolder, settings: Settings, cwd: Path, token: str) -> str:
     """Runs in a worker process; the result crosses back as JSON text."""
-    if _WORKER_SOURCES[0] != token:
-        from .source import SourceCache
+    if _WORKER_STATE[0] != token:
+        from .unit import new_run_state
 
-        _WORKER_SOURCES[:] = [token, SourceCache()]
-    (result,) = run_deep(_analyse_here, [folder], settings, cwd, _WORKER_SOURCES[1])
+        _WORKER_STATE[:] = [token, new_run_state(cwd)]
+    (result,) = run_deep(_analyse_here, [folder], settings, cwd, _WORKER_STATE[1])
     return json.dumps(result)
+
+
+def _preload() -> None:
+    import importlib
+
+    from . import unit  # noqa: F401  (libcst and the analysis)
+
+    for name in ("omni_config", "omni_config.loader", "omni_config.schema"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
 
 
 def _cores() -> int:

@@ -13,13 +13,13 @@ import libcst as cst
 
 from .project import ParamKey, SelfKey, Sym
 from .scan import ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateKey
-from .source import ParsedFile
+from .source import Located, ParsedFile
 
 AccessKey = StateKey | SelfKey | ParamKey
 
 
 @dataclass(frozen=True)
-class Access:
+class Access(Located):
     key: AccessKey
     kind: str  # read | write | cache | rebind (an attribute or parameter given a new object)
     parsed: ParsedFile = field(compare=False, repr=False)
@@ -31,18 +31,6 @@ class Access:
     form: str = field(default="name", compare=False)
     #: inside a lambda (runs when the lambda is called, not when the function runs)
     deferred: bool = field(default=False, compare=False)
-
-    @property
-    def path(self) -> str:
-        return str(self.parsed.path)
-
-    @property
-    def line(self) -> int:
-        return self.parsed.position(self.node)[0]
-
-    @property
-    def col(self) -> int:
-        return self.parsed.position(self.node)[1]
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ class Project:
         found = None
         if name and all(part.isidentifier() for part in name.split(".")):
             base = self.root.joinpath(*name.split("."))
-            for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+            for candidate in (base / "__init__.py", base.with_name(base.name + ".py")):  # a package wins, as in Python
                 if self.sources.is_file(candidate):
                     found = candidate
                     break
@@ -171,7 +171,11 @@ class Project:
             if parsed.module is None:
                 self.broken[name] = path
             else:
-                info = scan_module(name, parsed, path.name == "__init__.py")
+                # the per-file scan is shared by every project of the run with this root
+                key = (self.root, name, parsed.digest)
+                info = self.sources.scans.get(key)
+                if info is None:
+                    info = self.sources.scans[key] = scan_module(name, parsed, path.name == "__init__.py")
         self._modules[name] = info
         if info is not None:
             self._resolve_candidates(info)

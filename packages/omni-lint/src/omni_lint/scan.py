@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .bindings import Bindings, assign_pairs, block_statements, function_bindings
-from .source import ParsedFile
+from .source import Located, ParsedFile
 
 
 @dataclass(frozen=True, order=True)
@@ -106,25 +106,13 @@ class ClassInfo:
 
 
 @dataclass(frozen=True)
-class StateDef:
+class StateDef(Located):
     key: StateKey
     kind: str  # dict | list | set | deque | queue | instance | global | object
     parsed: ParsedFile = field(compare=False, repr=False)
     node: cst.CSTNode = field(compare=False, repr=False)
     #: for registry instances: the class of the tree it is an instance of
     class_key: ClassKey | None = None
-
-    @property
-    def path(self) -> str:
-        return str(self.parsed.path)
-
-    @property
-    def line(self) -> int:
-        return self.parsed.position(self.node)[0]
-
-    @property
-    def col(self) -> int:
-        return self.parsed.position(self.node)[1]
 
 
 @dataclass

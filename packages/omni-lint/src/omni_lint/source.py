@@ -58,6 +58,26 @@ class ParsedFile:
         return code_range.start.line, code_range.start.column + 1
 
 
+class Located:
+    """``path``, ``line`` and ``col`` of a value that carries its ``parsed`` file and ``node``
+    (positions are resolved only when a message needs them)."""
+
+    parsed: ParsedFile
+    node: cst.CSTNode
+
+    @property
+    def path(self) -> str:
+        return str(self.parsed.path)
+
+    @property
+    def line(self) -> int:
+        return self.parsed.position(self.node)[0]
+
+    @property
+    def col(self) -> int:
+        return self.parsed.position(self.node)[1]
+
+
 def digest_bytes(raw: bytes) -> str:
     return hashlib.blake2b(raw, digest_size=16).hexdigest()
 
@@ -145,6 +165,10 @@ def parse_bytes(path: Path, raw: bytes) -> ParsedFile:
 class SourceCache:
     def __init__(self) -> None:
         self._files: dict[Path, ParsedFile] = {}
+        #: per-module scans (``scan.ModuleInfo``) by (import root, module name, content digest)
+        self.scans: dict[tuple[Path, str, str], Any] = {}
+        #: function facts by (import root, function), with what computing them read and probed
+        self.facts: dict[tuple[Path, Any], Any] = {}
 
     def get(self, path: Path) -> ParsedFile:
         parsed = self._files.get(path)

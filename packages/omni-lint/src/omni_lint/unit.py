@@ -30,16 +30,31 @@ from .suppress import Suppression, scan_python
 
 @dataclass
 class Tracker:
-    """The unit's view of the shared source cache: records what it read and probed."""
+    """The unit's view of the shared source cache: records what it read and probed.
+
+    Frames (:meth:`begin` / :meth:`end`) collect what one memoised computation looked at, so a
+    result shared with later units (a function's facts) brings its dependencies along
+    (:meth:`replay`), and every unit's record stays exactly what its analysis depended on."""
 
     sources: SourceCache
     cwd: Path
     read: dict[Path, ParsedFile] = field(default_factory=dict)
     probes: dict[str, str] = field(default_factory=dict)
+    _frames: list[tuple[set[Path], dict[str, str]]] = field(default_factory=list)
+
+    @property
+    def scans(self) -> dict[tuple[Path, str, str], Any]:
+        return self.sources.scans
+
+    @property
+    def shared_facts(self) -> dict[Any, Any]:
+        return self.sources.facts
 
     def get(self, path: Path) -> ParsedFile:
         parsed = self.sources.get(path)
         self.read[parsed.path] = parsed
+        if self._frames:
+            self._frames[-1][0].add(parsed.path)
         return parsed
 
     def display(self, path: str | Path) -> str:
@@ -48,25 +63,64 @@ class Tracker:
         except ValueError:
             return Path(path).as_posix()
 
+    def _probe(self, path: Path) -> str:
+        key = str(path)
+        state = self.probes.get(key)
+        if state is None:
+            state = self.probes[key] = path_state(path)
+        if self._frames:
+            self._frames[-1][1][key] = state
+        return state
+
     def is_file(self, path: Path) -> bool:
-        state = self.probes.setdefault(str(path), path_state(path))
-        return state == "file"
+        return self._probe(path) == "file"
 
     def is_dir(self, path: Path) -> bool:
-        state = self.probes.setdefault(str(path), path_state(path))
-        return state == "dir"
+        return self._probe(path) == "dir"
+
+    def begin(self) -> None:
+        self._frames.append((set(), {}))
+
+    def end(self) -> tuple[frozenset[Path], dict[str, str]]:
+        reads, probes = self._frames.pop()
+        if self._frames:
+            self._frames[-1][0].update(reads)
+            self._frames[-1][1].update(probes)
+        return frozenset(reads), probes
+
+    def replay(self, deps: tuple[frozenset[Path], dict[str, str]]) -> None:
+        reads, probes = deps
+        for path in reads:
+            self.get(path)
+        self.probes.update(probes)
+        if self._frames:
+            self._frames[-1][1].update(probes)
 
 
-def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], cwd: Path, sources: SourceCache) -> dict[str, Any]:
+@dataclass
+class RunState:
+    """What the units of one run in one process share: parsed files and per-module scans. Each
+    unit resolves names in its own project, so what it records as read and probed is exactly
+    what its analysis looked at (its cache entry depends on nothing else)."""
+
+    sources: SourceCache
+    cwd: Path
+
+
+def new_run_state(cwd: Path) -> RunState:
+    return RunState(SourceCache(), cwd)
+
+
+def analyse_folder(folder: ModelFolder, excluded: Callable[[Path], bool], state: RunState) -> dict[str, Any]:
     """Analyse one model folder; the result is JSON-ready (see the module docstring).
-    Paths inside messages are shown relative to ``cwd``."""
-    tracker = Tracker(sources, cwd)
+    Paths inside messages are shown relative to the run's working directory."""
+    tracker = Tracker(state.sources, state.cwd)
+    projects: dict[Path, tuple[Project, Analyzer]] = {}
     findings: list[Finding] = []
     problems: dict[Path, str] = {}
     listing = folder_python_files(folder.path, excluded, problems)
     for path in listing:
         tracker.get(path)
-    projects: dict[Path, tuple[Project, Analyzer]] = {}
     cacheable = True
     handoffs: list[Handoff] = []
     unresolved: dict[tuple[str, int], tuple[ParsedFile, Any, list[str]]] = {}

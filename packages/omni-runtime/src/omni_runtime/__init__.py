@@ -20,7 +20,8 @@ Public API (the contract other packages build against; see the package README)::
 
 Extensions beyond apis.md: ``Runtime(..., stage_threads=64)``, ``rt.instance_pids()``,
 ``handle.binding`` / ``handle.instances`` / ``handle.request_id`` / ``handle.done``,
-``RequestFailed.kind`` (``stage_error``, ``process_died``, ``cancelled``, ``shutdown``,
+``RequestFailed.kind`` (``stage_error``, ``invalid_request`` with ``RequestFailed.param`` when a
+stage raised ``InvalidRequest(message, param=...)`` for a client mistake, ``process_died``, ``cancelled``, ``shutdown``,
 ``unavailable``), ``RequestCancelled`` and ``RuntimeNotRunning``, all subclasses of
 ``omni_runtime.errors.RuntimeFailure``. ``Runtime`` also accepts a ``PipelineConfig``
 (compiled once in the constructor). ``Runtime(..., shm_budget_bytes=1<<30, send_timeout=30.0)``:
@@ -33,7 +34,7 @@ need ``if __name__ == "__main__":`` (workers use the ``spawn`` start method).
 """
 
 from .context import StageContext
-from .errors import RequestCancelled, RequestFailed, RuntimeFailure, RuntimeNotRunning, StartupError
+from .errors import InvalidRequest, RequestCancelled, RequestFailed, RuntimeFailure, RuntimeNotRunning, StartupError
 from .handle import RequestHandle
 from .payload import StagePayload
 from .runtime import Runtime
@@ -42,6 +43,7 @@ from .sync import SyncRuntime
 __version__ = "0.1.0"
 
 __all__ = [
+    "InvalidRequest",
     "RequestCancelled",
     "RequestFailed",
     "RequestHandle",

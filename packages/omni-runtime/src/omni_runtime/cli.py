@@ -31,6 +31,7 @@ pipeline overrides (any flag with a dot in its name):
   --stages.NAME.runtime.resources.total_gpu_memory_fraction 0.1
   --processes.P.num_replicas 2    --processes.P.replica_devices 1,2
   --placement.FIELD VALUE         --a.b=VALUE works too
+  --processes.P.ray.resources.node_b 1   (placement with --backend ray)
 """
 
 
@@ -100,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="model id clients send in 'model' (repeatable; default: --model-path, else the pipeline name)",
     )
-    serve.add_argument("--max-input-chars", type=_positive_int, default=4096, help="longest accepted 'input' (default: %(default)s)")
+    serve.add_argument("--max-input-chars", type=_positive_int, default=4096, help="longest accepted 'input'; longer is a 413 (default: %(default)s)")
     serve.add_argument(
         "--max-inflight",
         type=_positive_int,
@@ -115,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="on SIGTERM or Ctrl-C: stop admitting, let in-flight requests finish this long, then fail the rest with 503 (default: %(default)s)",
     )
+    _serve_operator_args(serve)
     serve.set_defaults(func=_cmd_serve)
+    _env_defaults(serve)
 
     synth = _subparser(sub, "synthesize", "synthesize one utterance to an audio file through the same runtime")
     synth.add_argument("text", help="the text to speak")
@@ -124,17 +127,86 @@ def build_parser() -> argparse.ArgumentParser:
     _runtime_args(synth)
     synth.add_argument("--voice", default=None, help="voice name passed to the pipeline")
     synth.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4.0 (default: %(default)s)")
-    synth.add_argument("--format", choices=["wav", "pcm", "flac"], default=None, help="audio format (default: from the output suffix, else wav)")
+    synth.add_argument("--format", choices=["mp3", "opus", "aac", "flac", "wav", "pcm"], default=None, help="audio format (default: from the output suffix, else wav)")
     synth.set_defaults(func=_cmd_synthesize)
 
     topo = _subparser(sub, "topology", "print the compiled process topology (same as omni-compile show)")
     _pipeline_args(topo)
     topo.add_argument("--gpus", type=_nonnegative_int, default=None, help="number of GPUs to check GPU ids against")
     topo.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: %(default)s)")
+    add_backend_args(topo)
+    topo.add_argument("--device", default=None, help="with --backend ray: 'cpu' places the processes without GPUs (default: the declared placement)")
+    topo.add_argument("--startup-timeout", type=float, default=120.0, help="with --backend ray: seconds every process gets to start (default: %(default)s)")
     topo.set_defaults(func=_cmd_topology)
 
     _bench_parser(sub)
     return parser
+
+
+def _serve_operator_args(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("operator options (each also read from the OMNI_<FLAG> environment variable, e.g. OMNI_API_KEY)")
+    group.add_argument("--api-key", metavar="KEY", help="require 'Authorization: Bearer KEY' on every /v1 route (default: no key)")
+    group.add_argument(
+        "--allowed-origins", metavar="ORIGINS", type=_origins, default=(),
+        help="comma-separated origins browsers may call the API from (CORS), e.g. https://app.example.com; '*' for any (default: none)",
+    )
+    group.add_argument("--root-path", default="", metavar="PATH", help="path prefix a reverse proxy serves this server under, e.g. /tts")
+    group.add_argument("--max-body-bytes", type=_positive_int, default=64 * 1024, help="largest request body; larger is a 413 (default: %(default)s)")
+    group.add_argument("--body-timeout", type=_positive_float, default=10.0, help="seconds a client has to send a whole body (default: %(default)s)")
+    group.add_argument("--header-timeout", type=_positive_float, default=10.0, help="seconds a connection has to send its request headers (default: %(default)s)")
+    group.add_argument("--keep-alive-timeout", type=_positive_float, default=5.0, help="seconds an idle keep-alive connection stays open (default: %(default)s)")
+    group.add_argument(
+        "--max-connections", type=_positive_int, default=None,
+        help="open connections at most; at the cap the oldest idle one is closed (default: the file-descriptor limit less a reserve)",
+    )
+
+
+def _env_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every long flag FOO-BAR of ``parser`` also reads OMNI_FOO_BAR (the flag wins); bad values are usage errors."""
+    problems: list[str] = []
+    for action in parser._actions:
+        long = next((o for o in action.option_strings if o.startswith("--")), None)
+        if long is None or action.dest == "help":
+            continue
+        name = "OMNI_" + long[2:].upper().replace("-", "_").replace(".", "_")
+        action.help = (action.help or "") + f" [env {name}]"
+        raw = os.environ.get(name)
+        if raw is None or raw == "":
+            continue
+        try:
+            if action.nargs == 0:
+                value: Any = raw.lower() in ("1", "true", "yes", "on")
+            elif isinstance(action, argparse._AppendAction):
+                value = [(action.type or str)(v.strip()) for v in raw.split(",") if v.strip()]
+            else:
+                value = (action.type or str)(raw)
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            problems.append(f"environment variable {name}={raw!r}: {exc}\n  fix:  set a valid value or unset it")
+            continue
+        if action.choices is not None and value not in action.choices:
+            problems.append(f"environment variable {name}={raw!r}: choose from {', '.join(map(str, action.choices))}")
+            continue
+        action.default = value
+    # reported when this command runs (not while --help or another command builds the parser)
+    parser.set_defaults(env_problems=tuple(problems))
+
+
+def _origins(text: str) -> tuple[str, ...]:
+    origins = tuple(o.strip().rstrip("/") for o in text.split(",") if o.strip())
+    for origin in origins:
+        if origin != "*" and not origin.startswith(("http://", "https://")):
+            raise argparse.ArgumentTypeError(f"origin {origin!r} must start with http:// or https:// (or be '*')")
+    return origins
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
 
 
 def _subparser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -165,6 +237,38 @@ def _runtime_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level of the server and every worker (default: %(default)s)")
     parser.add_argument("--log-format", default="text", choices=["text", "json"], help="one line per event as text, or as one JSON object (default: %(default)s)")
+    add_backend_args(parser)
+
+
+def add_backend_args(parser: argparse.ArgumentParser) -> None:
+    """``--backend local|ray`` and ``--ray-address`` (shared by serve, synthesize, bench and topology)."""
+    parser.add_argument(
+        "--backend",
+        choices=["local", "ray"],
+        default="local",
+        help="local: one OS process per instance on this machine; ray: one Ray actor per instance, "
+        "placed from processes.<P>.ray (needs omni-runtime[ray]) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        default=None,
+        help="Ray cluster to join, as ray.init takes it ('auto', 'HOST:6379'); without it a local Ray is started and stopped with the run",
+    )
+
+
+def backend_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``Runtime`` keyword arguments for the chosen backend; a usage mistake is a :class:`UserError`."""
+    backend = getattr(args, "backend", "local")
+    address = getattr(args, "ray_address", None)
+    if address is not None and backend != "ray":
+        raise UserError(f"error: --ray-address {address}\n  rule: it names a Ray cluster, used only with --backend ray\n  fix:  add --backend ray, or drop --ray-address")
+    if backend == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise UserError("error: --backend ray\n  rule: Ray is not installed in this environment\n  fix:  pip install 'omni-runtime[ray]'")
+    return {"backend": backend, "ray_address": address}
 
 
 def _bench_parser(sub: Any) -> None:
@@ -196,34 +300,60 @@ def _bench_missing(args: argparse.Namespace) -> int:
 
 
 def _cmd_topology(args: argparse.Namespace) -> int:
+    kwargs = backend_kwargs(args)
     pipeline = load_pipeline(args)
     from omni_compiler import render
 
+    if kwargs["backend"] == "ray":  # where the processes really land: start them on the cluster, report, stop
+        from .raycluster.report import placed_topology
+
+        runtime = _runtime(pipeline, args, log=_stderr)
+        print(asyncio.run(placed_topology(runtime, args.format)))
+        return 0
     print(render.to_json(pipeline.topology) if args.format == "json" else render.text(pipeline.topology))
     return 0
 
 
+class EnvUsageError(UserError):
+    """An OMNI_* variable holds a value its flag would refuse (exit 2, like a bad flag)."""
+
+    exit_code = 2
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
+    if getattr(args, "env_problems", ()):
+        raise EnvUsageError("omni serve: error: " + "\n".join(args.env_problems))
     from .serving.app import ServingSettings
+    from .serving.guard import ConnectionLimits
     from .serving.request import SpeechLimits
     from .serving.server import ServeOptions, bind, serve_runtime
+    from .serving.voices import build_info, voices_of
 
     pipeline = load_pipeline(args)
     models = tuple(dict.fromkeys(args.served_model_name or [pipeline.model_id]))
-    settings = ServingSettings(models=models, limits=SpeechLimits(max_input_chars=args.max_input_chars))
-    options = ServeOptions(host=args.host, port=args.port, log_level=args.log_level, shutdown_grace=args.shutdown_grace)
+    settings = ServingSettings(
+        models=models,
+        limits=SpeechLimits(max_input_chars=args.max_input_chars, max_body_bytes=args.max_body_bytes),
+        voices=voices_of(pipeline.topology),
+        api_key=args.api_key or None,
+        allowed_origins=tuple(args.allowed_origins),
+        body_timeout=args.body_timeout,
+        build=build_info(pipeline.topology),
+    )
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        shutdown_grace=args.shutdown_grace,
+        root_path=args.root_path.rstrip("/"),
+        keep_alive=args.keep_alive_timeout,
+        connections=ConnectionLimits(header_timeout=args.header_timeout, max_connections=args.max_connections),
+    )
     sock = bind(options.host, options.port)
 
     async def run() -> None:
         runtime = _runtime(pipeline, args, log=_stdout)
-        try:
-            with _sigterm_cancels():  # uvicorn handles signals once serving
-                await runtime.start()
-        except BaseException:
-            sock.close()
-            await _quiet_shutdown(runtime)
-            raise
-        await serve_runtime(runtime, settings, options, sock, announce=_stdout)
+        await serve_runtime(runtime, settings, options, sock, announce=_stdout, start_runtime=True)
 
     asyncio.run(run())
     return 0
@@ -318,6 +448,7 @@ def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
         max_inflight=getattr(args, "max_inflight", None),
         log_level=args.log_level,
         log_format=args.log_format,
+        **backend_kwargs(args),
     )
 
 
@@ -380,7 +511,8 @@ def _known_error_text(exc: BaseException) -> str:
 
 def _format_from_suffix(output: str) -> str:
     suffix = Path(output).suffix.lower()
-    return {".wav": "wav", ".flac": "flac", ".pcm": "pcm", ".raw": "pcm"}.get(suffix, "wav")
+    formats = {".wav": "wav", ".flac": "flac", ".pcm": "pcm", ".raw": "pcm", ".mp3": "mp3", ".opus": "opus", ".ogg": "opus", ".aac": "aac"}
+    return formats.get(suffix, "wav")
 
 
 def _write_atomic(path: Path, payload: bytes) -> None:
@@ -408,15 +540,11 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
-    return value
-
-
 def _nonnegative_float(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
     return value

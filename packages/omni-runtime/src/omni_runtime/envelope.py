@@ -27,6 +27,7 @@ ERROR = "error"  # worker -> parent: a stage failed this request
 CREDIT = "credit"  # consumer -> producer instance (or parent -> terminal instance): took COUNT more chunks
 TERM = "term"  # worker -> parent: this worker received SIGTERM; the parent decides what it means
 PEER_DIED = "peer_died"  # parent -> workers: instance SRC died; reclaim what was sent to it
+PEERS = "peers"  # parent -> worker: where every process of the run listens (node and TCP address; Ray backend)
 
 # header keys ---------------------------------------------------------------
 KIND = "k"
@@ -42,6 +43,7 @@ INSTANCE = "i"  # sending process instance (chunks: where credit goes back; cred
 COUNT = "n"  # credits returned
 OUTPUT = "@out"
 """Stage name of the edge from a terminal stage to the parent (for credits on streamed output)."""
+PARAM = "q"  # error: the request field a stage rejected (InvalidRequest); absent for stage failures
 
 
 def header(kind: str, rid: str = "", stage: str = "", src: str = "", binding: dict[str, int] | None = None,

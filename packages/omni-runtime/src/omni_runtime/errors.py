@@ -41,9 +41,25 @@ class RequestFailed(RuntimeFailure):
         self.stage = stage
         self.process = process
         self.kind = kind
+        self.param: str | None = None
+        """The request field at fault when ``kind`` is ``invalid_request`` (from :class:`InvalidRequest`)."""
         self.detail = ""
         """The stage's formatted traceback, for logs (never shown to API clients)."""
-        """One of ``stage_error``, ``process_died``, ``cancelled``, ``shutdown``, ``unavailable``, ``deadline``, ``overloaded``."""
+        """One of ``stage_error``, ``invalid_request``, ``process_died``, ``cancelled``, ``shutdown``, ``unavailable``, ``deadline``, ``overloaded``."""
+
+
+class InvalidRequest(ValueError):
+    """A stage's verdict that the request itself is wrong (unknown voice, nothing to speak, too long).
+
+    Stages raise it instead of a bare ``ValueError`` for mistakes the client can fix; the
+    runtime carries ``param`` back, so ``RequestFailed.kind`` is ``invalid_request`` and the
+    HTTP server answers 400 naming the field rather than a 500 the client would retry.
+    """
+
+    def __init__(self, message: str, *, param: str = "input") -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
 
 
 class RequestCancelled(RequestFailed):

@@ -31,6 +31,7 @@ TERM_DRAIN_S = 30.0
 
 class ParentInbound(ParentState):
     _startup: asyncio.Future[None] | None
+    _ray: Any
     run: Any
 
     async def _receive(self) -> None:
@@ -60,7 +61,9 @@ class ParentInbound(ParentState):
         h = msg.header
         kind = h[E.KIND]
         if kind == E.READY:
-            msg.discard()
+            endpoint = msg.payload() if h.get(E.HAS_DATA) else None  # where a worker on another node listens
+            if self._ray is not None:
+                await self._ray.ready(h[E.SRC], endpoint)
             self._on_ready(h[E.SRC])
             return
         if kind == E.STARTUP_ERROR:
@@ -99,6 +102,8 @@ class ParentInbound(ParentState):
             stage = h.get(E.STAGE, "")
             process = self.router.stages[stage].process if stage in self.router.stages else None
             error = RequestFailed(h.get(E.TEXT, "stage failed"), stage=stage or None, process=process)
+            if E.PARAM in h:
+                error.kind, error.param = "invalid_request", str(h[E.PARAM])
             error.detail = data if isinstance(data, str) else ""
             self._finish(req, error=error)
             await self._broadcast_cancel(req, skip=h.get(E.SRC))

@@ -35,6 +35,8 @@ from .worker import WorkerOptions
 
 log = logging.getLogger("omni.runtime")
 
+BACKENDS = ("local", "ray")
+
 STATUS_STARTING = "starting"
 STATUS_READY = "ready"
 STATUS_DEGRADED = "degraded"
@@ -59,16 +61,25 @@ class Runtime(Admission, ParentInbound):
         send_timeout: float = 30.0,
         request_timeout: float = 300.0,
         max_inflight: int | None = None,
-        backend: Backend | None = None,
+        backend: str | Backend = "local",
+        ray_address: str | None = None,
         log_level: str | None = None,
         log_format: str = "text",
     ) -> None:
         """``topology``: a :class:`CompiledTopology` or a ``PipelineConfig`` (compiled here, once).
 
-        ``log``: where the process table and the ready line go (default: the
-        ``omni.runtime`` logger). ``log_level``/``log_format``: the workers'
-        logging (default: this process's level, text).
+        ``backend``: ``"local"`` spawns one OS process per instance on this machine;
+        ``"ray"`` runs each instance as a Ray actor placed from ``processes.<P>.ray``
+        (``ray_address`` as ``ray.init`` takes it, ``"auto"`` included; without one a
+        local Ray is started and stopped with the runtime); or any
+        :class:`~omni_runtime.launch.Backend`. ``log``: where the process table and the
+        ready line go (default: the ``omni.runtime`` logger). ``log_level``/``log_format``:
+        the workers' logging (default: this process's level, text).
         """
+        if isinstance(backend, str) and backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if ray_address is not None and backend != "ray":
+            raise ValueError("ray_address is only used with backend='ray'")
         if not isinstance(topology, CompiledTopology):
             from omni_compiler import compile as compile_topology
 
@@ -98,7 +109,10 @@ class Runtime(Admission, ParentInbound):
         self.send_timeout = send_timeout
         self.request_timeout = request_timeout
         self.max_inflight = max_inflight
-        self.backend = backend or LocalBackend()
+        self.backend_name = backend if isinstance(backend, str) else backend.name
+        self.backend: Backend | None = backend if not isinstance(backend, str) else (LocalBackend() if backend == "local" else None)
+        self.ray_address = ray_address
+        self._ray: Any = None
         self.supervisor = None
         self.run: Any = None
         self._guard: Any = None
@@ -145,19 +159,31 @@ class Runtime(Admission, ParentInbound):
         self.run = run = RunDir.create(base=os.environ.get("OMNI_RUNTIME_IPC_DIR"))
         self._guard = guard = RunGuard(run.path, run.shm_prefix)
         self._startup = self._loop.create_future()
-        self.supervisor = supervisor = Supervisor(
-            self.topology, self.backend, self._make_launch, self._on_death, self._notify_change, on_launched=self._on_launched
-        )
-        self._atexit = lambda: _emergency_cleanup(supervisor, run, guard)
-        atexit.register(self._atexit)
+        if self.backend_name == "local":
+            ignored = sorted({p.declared_process for p in self.topology.processes if p.ray})
+            if ignored:
+                self.log(f"omni: processes.<P>.ray of {', '.join(ignored)} is ignored by the local backend (it places on Ray with --backend ray)")
         try:
-            self._plane = Plane(run, E.PARENT, self.options.shm_budget_bytes)
+            if self.backend_name == "ray" and self.backend is None:
+                from .raycluster.backend import RayBackend, RayLaunchBackend
+
+                self._ray = RayBackend(self.topology, self.options, lambda _worker: None, self.ray_address, self.send_timeout)
+                self._plane, launcher = await self._ray.open(run, self.startup_timeout)
+                self.backend = RayLaunchBackend(launcher)
+            else:
+                self._plane = Plane(run, E.PARENT, self.options.shm_budget_bytes)
+            assert self.backend is not None
+            self.supervisor = supervisor = Supervisor(
+                self.topology, self.backend, self._make_launch, self._on_death, self._notify_change, on_launched=self._on_launched
+            )
+            self._atexit = lambda: _emergency_cleanup(supervisor, run, guard)
+            atexit.register(self._atexit)
             self._recv_task = self._loop.create_task(self._receive())
             await supervisor.start_all()
             try:
                 await asyncio.wait_for(asyncio.shield(self._startup), self.startup_timeout)
             except asyncio.TimeoutError:
-                waiting = [i.name for i in supervisor.instances.values() if i.state == STARTING]
+                waiting = [i.name for i in self.supervisor.instances.values() if i.state == STARTING]
                 raise StartupError(
                     None,
                     ", ".join(waiting),
@@ -171,7 +197,7 @@ class Runtime(Admission, ParentInbound):
             raise
         for inst in self.topology.instances:
             self._plane.outbox(inst.name)
-        supervisor.restarting_enabled = True
+        self.supervisor.restarting_enabled = True
         self._accepting = True
         self._ready = True
         count = len(self.topology.instances)
@@ -232,7 +258,8 @@ class Runtime(Admission, ParentInbound):
         self._shutting_down = True
         if self.supervisor is not None:
             await self.supervisor.kill_all()
-        await self.backend.close()
+        if self.backend is not None:
+            await self.backend.close()
         for req in list(self._inflight.values()):
             self._finish(req, error=RequestFailed("the runtime stopped", kind="shutdown"))
         if self._recv_task is not None:
@@ -297,6 +324,29 @@ class Runtime(Admission, ParentInbound):
     def in_flight(self) -> int:
         """Requests admitted and not finished."""
         return len(self._inflight)
+
+    @property
+    def run_id(self) -> str | None:
+        """The id in every actor's name (``omni:<run id>:<instance>``) with ``backend="ray"``."""
+        return self._ray.run_id if self._ray is not None else None
+
+    async def placements(self) -> dict[str, dict[str, Any]]:
+        """Where each live instance runs: node id and address, pid, GPUs (Ray's device ids) and the logical -> local map."""
+        if self._ray is not None:
+            return await self._ray.placements()
+        return {name: {"node_id": "local", "host": "127.0.0.1", "pid": pid} for name, pid in self.instance_pids().items()}
+
+    async def transport_bytes(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Bytes each process sent to each peer, per transport (``ipc``, ``shm``, ``tcp``); ``backend="ray"`` only."""
+        return await self._ray.transport_bytes() if self._ray is not None else {}
+
+    def edge_transports(self) -> dict[tuple[str, str], str]:
+        """``ipc`` (same node: sockets + shared memory) or ``tcp`` per pair of processes that talk."""
+        if self._ray is not None:
+            return self._ray.edge_transports()
+        from .raycluster.backend import instance_pairs
+
+        return {pair: "ipc" for pair in instance_pairs(self.topology)}
 
     def instance_pids(self) -> dict[str, int | None]:
         """OS pid of each worker process (the last one of an instance that is down; for operators and tests)."""

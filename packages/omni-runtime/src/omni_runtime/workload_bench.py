@@ -147,6 +147,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds every process gets to build its stages (default: %(default)s)")
     parser.add_argument("--request-timeout", type=float, default=600.0, help="seconds one request may take before it counts as failed (default: %(default)s)")
     parser.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: %(default)s)")
+    from .cli import add_backend_args
+
+    add_backend_args(parser)
 
 
 # -- workload -------------------------------------------------------------------
@@ -346,12 +349,15 @@ def _validate(args: argparse.Namespace) -> None:
 async def _bench_topology(target: _Target, args: argparse.Namespace, concurrencies: list[int], lengths: list[int], log: Callable[[str], None]) -> list[Row]:
     from omni_runtime import Runtime
 
+    from .cli import backend_kwargs
+
     runtime = Runtime(
         target.topology,
         device=args.device,
         startup_timeout=args.startup_timeout,
         model_path=args.model_path,
         log=None,
+        **backend_kwargs(args),
     )
     name = target.alternative.name
     log(f"bench: starting {name} ({len(target.topology.instances)} processes)")

@@ -24,19 +24,22 @@ from pathlib import Path
 
 import torch
 
+from omni_runtime.errors import InvalidRequest
 from omni_runtime.payload import StagePayload
 
 SECONDS_PER_CHAR = 0.01
-VOICES = {None: 440.0, "alloy": 440.0, "low": 220.0, "high": 880.0}
+VOICES = ("alloy", "low", "high")
+"""The presets omni serve lists at GET /v1/audio/voices."""
+FREQUENCIES = {None: 440.0, "alloy": 440.0, "low": 220.0, "high": 880.0}
 AMPLITUDE = 0.5
 GATE_TIMEOUT_S = 60.0
 
 
 def plan(text: str, voice: str | None, speed: float, sample_rate: int) -> tuple[float, int]:
     """(frequency, number of samples) of the utterance for ``text``."""
-    if voice not in VOICES:
-        raise ValueError(f"unknown voice {voice!r}; this test model knows {sorted(v for v in VOICES if v)}")
-    return VOICES[voice], round(len(text) * SECONDS_PER_CHAR * sample_rate / speed)
+    if voice not in FREQUENCIES:
+        raise InvalidRequest(param="voice", message=f"unknown voice {voice!r}; this test model knows {sorted(VOICES)}")
+    return FREQUENCIES[voice], round(len(text) * SECONDS_PER_CHAR * sample_rate / speed)
 
 
 def tone(freq: float, start: int, stop: int, sample_rate: int) -> torch.Tensor:
@@ -49,6 +52,8 @@ class Frontend:
         data = payload.data
         if "FAIL_FRONTEND" in data["text"]:
             raise ValueError("the frontend refuses this text")
+        if data.get("instructions") == "FAIL_ON_INSTRUCTIONS":
+            raise RuntimeError("instructions reached the frontend")
         if "NOISY" in data["text"]:
             print("frontend: chatty model code printing to stdout", flush=True)
         data["plan_text_chars"] = len(data["text"])
@@ -133,9 +138,11 @@ def _touch(marker: Path | None, what: str) -> None:
 
 
 def build_slow_loader(stage_name: str):
-    """A factory that "loads weights" until the test removes it: for signals during startup."""
+    """A factory that "loads weights" until ``<SERVING_TEST_PID_DIR>/release`` exists (never, unless a test creates it)."""
     _record_pid(stage_name)
     import time
 
-    while True:
+    release = Path(os.environ.get("SERVING_TEST_PID_DIR", "/nonexistent")) / "release"
+    while not release.exists():
         time.sleep(0.05)
+    return Frontend()

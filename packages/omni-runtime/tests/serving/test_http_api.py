@@ -33,6 +33,15 @@ def expected_pcm(text: str, voice: str | None = None, speed: float = 1.0) -> np.
     return np.rint(np.clip(tone(freq, 0, total, SAMPLE_RATE).numpy(), -1, 1) * 32767).astype(np.int16)
 
 
+def decode_with_ffmpeg(data: bytes) -> np.ndarray:
+    """Mono int16 samples of any container, decoded by ffmpeg through PyAV (from a stream, as a player reads it)."""
+    import av
+
+    with av.open(io.BytesIO(data)) as container:
+        frames = [frame.to_ndarray().reshape(-1) for frame in container.decode(audio=0)]
+    return np.concatenate(frames) if frames else np.zeros(0, np.int16)
+
+
 def parse_wav(data: bytes) -> tuple[dict[str, int], bytes]:
     assert data[:4] == b"RIFF" and data[8:12] == b"WAVE" and data[12:16] == b"fmt "
     fmt_size, tag, channels, rate, byte_rate, align, bits = struct.unpack("<IHHIIHH", data[16:36])
@@ -111,11 +120,11 @@ def test_streaming_wav_has_a_streaming_header(client):
     ) as response:
         body = response.read()
     header, data = parse_wav(body)
-    assert header["size"] == 0xFFFFFFFF and header["riff_size"] == 0xFFFFFFFF
+    assert header["size"] == 0 and header["riff_size"] == 0  # "length unknown", not 0xFFFFFFFF (a 24-hour file)
     assert header["rate"] == SAMPLE_RATE
     np.testing.assert_array_equal(np.frombuffer(data, "<i2"), expected_pcm(text, "alloy"))
-    samples, rate = soundfile.read(io.BytesIO(body), dtype="int16")  # a real reader accepts the stream form
-    assert rate == SAMPLE_RATE and len(samples) == len(expected_pcm(text, "alloy"))
+    samples = decode_with_ffmpeg(body)  # browsers and ffmpeg read such a stream to its end
+    np.testing.assert_array_equal(samples, expected_pcm(text, "alloy"))
 
 
 # -- errors -----------------------------------------------------------------
@@ -132,11 +141,19 @@ def _error(exc: openai.APIStatusError) -> dict:
     [
         ({"input": ""}, "input", "empty_input"),
         ({"input": "   "}, "input", "empty_input"),
-        ({"input": "x" * 4097}, "input", "string_above_max_length"),
-        ({"response_format": "mp3"}, "response_format", "unsupported_response_format"),
+        ({"response_format": "ogg"}, "response_format", "unsupported_response_format"),
         ({"speed": 4.5}, "speed", "invalid_value"),
-        ({"stream_format": "sse"}, "stream_format", "unsupported_stream_format"),
-        ({"response_format": "flac", "extra_body": {"stream": True}}, "response_format", "unsupported_stream_format"),
+        ({"speed": "fast"}, "speed", "invalid_type"),
+        ({"stream_format": "chunks"}, "stream_format", "unsupported_stream_format"),
+        ({"voice": "marin"}, "voice", "invalid_value"),  # OpenAI's newer voices: this model does not have them
+        ({"voice": "cedar"}, "voice", "invalid_value"),
+        ({"voice": "nobody"}, "voice", "invalid_value"),
+        ({"extra_body": {"max_new_tokens": -5}}, "max_new_tokens", "invalid_value"),
+        ({"extra_body": {"seed": "x"}}, "seed", "invalid_type"),
+        ({"extra_body": {"seed": 2**70}}, "seed", "invalid_value"),
+        ({"extra_body": {"my_field": 2**70}}, "my_field", "invalid_value"),
+        ({"extra_body": {"text": "sneaky"}}, "text", "reserved_field"),
+        ({"extra_body": {"ref_audio": "not base64!"}}, "ref_audio", "invalid_value"),
     ],
 )
 def test_bad_input_is_a_400_envelope(client, kwargs, param, code):
@@ -146,6 +163,14 @@ def test_bad_input_is_a_400_envelope(client, kwargs, param, code):
     error = _error(info.value)
     assert info.value.status_code == 400
     assert (error["param"], error["code"], error["type"]) == (param, code, "invalid_request_error")
+
+
+def test_input_over_the_server_bound_is_a_413(client):
+    with pytest.raises(openai.APIStatusError) as info:
+        client.audio.speech.create(model=MODEL_ID, input="x" * 4097, voice="alloy")
+    assert info.value.status_code == 413
+    error = _error(info.value)
+    assert (error["param"], error["code"]) == ("input", "string_above_max_length")
 
 
 def test_unknown_model_is_a_404_naming_the_served_model(client):
@@ -181,10 +206,12 @@ def test_stage_failure_is_a_500_with_the_stage_message(client):
     assert "RuntimeError: vocoder exploded on purpose" in error["message"]
 
 
-def test_stage_failure_of_an_unknown_voice_fails_only_that_request(client):
-    with pytest.raises(openai.InternalServerError) as info:
+def test_a_stage_rejecting_the_voice_is_a_400_and_fails_only_that_request(client):
+    with pytest.raises(openai.BadRequestError) as info:
         client.audio.speech.create(model=MODEL_ID, input="who am I", voice="nobody")
-    assert "unknown voice 'nobody'" in _error(info.value)["message"]
+    error = _error(info.value)
+    assert error["param"] == "voice" and "unknown voice 'nobody'" in error["message"]
+    assert "Traceback" not in error["message"]
     ok = client.audio.speech.create(model=MODEL_ID, input="still fine", voice="alloy", response_format="pcm")
     np.testing.assert_array_equal(np.frombuffer(ok.content, "<i2"), expected_pcm("still fine", "alloy"))
 
@@ -284,18 +311,30 @@ def test_metrics_count_requests_stages_and_queues(client, server):
     with pytest.raises(openai.BadRequestError):
         client.audio.speech.create(model=MODEL_ID, input="", voice="alloy")
     after = _metrics(server.url)
-    ok = ("omni_requests_total", (("endpoint", "/v1/audio/speech"), ("status", "200")))
-    bad = ("omni_requests_total", (("endpoint", "/v1/audio/speech"), ("status", "400")))
+    model = ("model", MODEL_ID)
+    ok = ("omni_requests_total", (("endpoint", "/v1/audio/speech"), model, ("status", "200")))
+    bad = ("omni_requests_total", (("endpoint", "/v1/audio/speech"), model, ("status", "400")))
     assert after[ok] == before.get(ok, 0) + 1
     assert after[bad] == before.get(bad, 0) + 1
     for stage in ("frontend", "vocoder"):
-        key = ("omni_stage_latency_seconds_count", (("stage", stage),))
+        key = ("omni_stage_latency_seconds_count", (model, ("stage", stage)))
         assert after[key] == before.get(key, 0) + 1
-    latency = ("omni_request_latency_seconds_count", (("endpoint", "/v1/audio/speech"),))
+    latency = ("omni_request_latency_seconds_count", (("endpoint", "/v1/audio/speech"), model))
     assert after[latency] == before.get(latency, 0) + 2
+    audio = ("omni_audio_seconds_total", (model,))
+    assert after[audio] - before.get(audio, 0) == pytest.approx(len("count me") * 0.01, abs=1e-3)
+    chars = ("omni_input_characters_total", (model,))
+    assert after[chars] - before.get(chars, 0) == len("count me")
     for process in ("frontend", "vocoder"):
         assert ("omni_queue_depth", (("process", process),)) in after
+        rss = next(v for (name, labels), v in after.items() if name == "omni_worker_resident_memory_bytes" and ("process", process) in labels)
+        assert rss > 10 * 2**20  # a Python worker with torch: tens of MB, read from its own pid
+        assert any(name == "omni_worker_cpu_seconds_total" and ("process", process) in labels for name, labels in after)
     assert after[("omni_runtime_healthy", ())] == 1.0
+    assert after[("process_resident_memory_bytes", ())] > 10 * 2**20
+    assert ("process_cpu_seconds_total", ()) in after
+    build = next(labels for name, labels in after if name == "omni_build_info")
+    assert dict(build)["omni_runtime"] and dict(build)["pipeline"] == MODEL_ID
 
 
 def _metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -306,3 +345,90 @@ def _metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for sample in family.samples:
             out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return out
+
+
+# -- every OpenAI format, whole and streamed, through the official client -----------------
+
+LOSSY_SLACK = {"mp3": 2 * 1152 + 1200, "aac": 2048 + 1024, "opus": 960}
+"""Samples a lossy container may add: encoder priming and the last frame's padding (never fewer samples)."""
+
+
+def _dominant_hz(samples: np.ndarray, rate: int) -> float:
+    spectrum = np.abs(np.fft.rfft(samples.astype(np.float64)))
+    return float(np.argmax(spectrum) * rate / len(samples))
+
+
+def _check_audio(fmt: str, body: bytes, text: str, voice: str) -> None:
+    expected = expected_pcm(text, voice)
+    if fmt == "pcm":
+        np.testing.assert_array_equal(np.frombuffer(body, "<i2"), expected)
+        return
+    import av
+
+    with av.open(io.BytesIO(body)) as container:
+        rate = container.streams.audio[0].rate
+        decoded = np.concatenate([f.to_ndarray().reshape(-1).astype(np.float64) for f in container.decode(audio=0)])
+    if fmt in ("wav", "flac"):
+        np.testing.assert_array_equal(decoded.astype(np.int16), expected)
+        return
+    want = len(expected) * rate // SAMPLE_RATE
+    assert want <= len(decoded) <= want + LOSSY_SLACK[fmt] * rate // SAMPLE_RATE, (fmt, len(decoded), want)
+    freq, _ = plan(text, voice, 1.0, SAMPLE_RATE)
+    assert abs(_dominant_hz(decoded, rate) - freq) < 15, fmt  # it is the pipeline's tone, not noise
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "opus", "aac", "flac", "wav", "pcm"])
+def test_every_format_decodes_to_the_pipelines_audio(client, fmt):
+    text = f"A tone in {fmt}, long enough to hear."
+    whole = client.audio.speech.create(model=MODEL_ID, input=text, voice="high", response_format=fmt)
+    _check_audio(fmt, whole.content, text, "high")
+    with client.audio.speech.with_streaming_response.create(
+        model=MODEL_ID, input=text, voice="high", response_format=fmt, stream_format="audio"
+    ) as response:
+        assert response.headers.get("transfer-encoding") == "chunked"
+        streamed = b"".join(response.iter_bytes())
+    _check_audio(fmt, streamed, text, "high")
+
+
+def test_default_format_is_mp3_like_openai(client):
+    response = client.audio.speech.create(model=MODEL_ID, input="default format", voice="alloy")
+    assert response.response.headers["content-type"] == "audio/mpeg"
+    _check_audio("mp3", response.content, "default format", "alloy")
+
+
+def test_sse_stream_has_openais_events(client):
+    text = "Events, please."
+    with client.audio.speech.with_streaming_response.create(
+        model=MODEL_ID, input=text, voice="alloy", response_format="pcm", stream_format="sse"
+    ) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = [json.loads(line[len("data: "):]) for line in response.iter_lines() if line.startswith("data: ")]
+    deltas = [e for e in events if e["type"] == "speech.audio.delta"]
+    assert deltas and events[-1]["type"] == "speech.audio.done"
+    assert set(events[-1]["usage"]) == {"input_tokens", "output_tokens", "total_tokens"}
+    import base64
+
+    pcm = b"".join(base64.b64decode(e["audio"]) for e in deltas)
+    np.testing.assert_array_equal(np.frombuffer(pcm, "<i2"), expected_pcm(text, "alloy"))
+
+
+def test_request_id_is_honoured_and_echoed(client, server):
+    response = client.audio.speech.with_raw_response.create(
+        model=MODEL_ID, input="who asked", voice="alloy", response_format="pcm", extra_headers={"X-Request-Id": "client-42"}
+    )
+    assert response.headers["x-request-id"] == "client-42"
+    generated = httpx.get(f"{server.url}/v1/models").headers["x-request-id"]
+    assert len(generated) >= 16
+    bad = httpx.post(f"{server.url}/v1/audio/speech", json={"input": ""}, headers={"X-Request-Id": "err-7"})
+    assert bad.status_code == 400 and bad.headers["x-request-id"] == "err-7"
+
+
+def test_voices_endpoint_lists_the_pipelines_presets(server):
+    body = httpx.get(f"{server.url}/v1/audio/voices").json()
+    assert body["object"] == "list" and [v["id"] for v in body["data"]] == ["alloy", "low", "high"]
+
+
+def test_instructions_reach_the_entry_stage(client):
+    with pytest.raises(openai.InternalServerError) as info:
+        client.audio.speech.create(model=MODEL_ID, input="styled", voice="alloy", instructions="FAIL_ON_INSTRUCTIONS")
+    assert "instructions reached the frontend" in _error(info.value)["message"]

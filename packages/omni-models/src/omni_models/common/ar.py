@@ -18,7 +18,7 @@ Code ids ``0..V-1`` are audio codes; ``V`` is end-of-speech, ``V+1`` the delay p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,8 +27,7 @@ from torch import nn
 from .audio import VOICES
 from .delay import DelayAligner
 from .limits import GenerationLimits
-from .sampling import SamplingParams, sample
-from .transformer import Decoder, TransformerConfig
+from .transformer import Decoder, TransformerConfig, rows_linear
 
 LAYOUTS = ("parallel", "delay", "depth")
 
@@ -67,7 +66,11 @@ class ARConfig:
 
 
 class DepthDecoder(nn.Module):
-    """Per-frame transformer predicting codebooks 1..K-1 from the backbone state and code 0."""
+    """Per-frame transformer predicting codebooks 1..K-1 from the backbone state and code 0.
+
+    Every request's frame has the same K positions, so a batch decodes them in lockstep: one
+    forward per codebook for all rows (batch-invariant arithmetic, ``Decoder(invariant=True)``).
+    """
 
     def __init__(self, config: ARConfig):
         super().__init__()
@@ -78,16 +81,18 @@ class DepthDecoder(nn.Module):
         self.heads = nn.ModuleList(nn.Linear(d, config.codebook_size) for _ in range(k - 1))
 
     def generate(self, hidden: torch.Tensor, first: torch.Tensor, pick: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        cache = self.decoder.new_cache()
-        x = torch.stack([self.proj(hidden), self.embed[0](first)])[None]
+        """``hidden`` ``[B, dim]`` and codebook-0 codes ``[B]`` -> the frames ``[B, K]``;
+        ``pick`` samples ``[B, V]`` logits into ``[B]`` codes, each row with its own request's sampler."""
+        cache = self.decoder.new_cache(batch=hidden.shape[0])
+        x = torch.stack([rows_linear(self.proj, hidden), self.embed[0](first)], dim=1)
         codes = [first]
-        for i in range(len(self.heads)):
-            out = self.decoder(x, cache)[0, -1]
-            code = pick(self.heads[i](out))
+        for i, head in enumerate(self.heads):
+            out = self.decoder(x, cache, invariant=True)[:, -1]
+            code = pick(rows_linear(head, out))
             codes.append(code)
             if i + 1 < len(self.heads):
-                x = self.embed[i + 1](code)[None, None]
-        return torch.stack(codes)
+                x = self.embed[i + 1](code)[:, None]
+        return torch.stack(codes, dim=1)
 
 
 class ARModel(nn.Module):
@@ -109,15 +114,15 @@ class ARModel(nn.Module):
         self.depth = DepthDecoder(config) if config.layout == "depth" else None
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """``[dim]`` -> ``[num_heads, V + 1]``."""
-        return self.heads(hidden).view(self.num_heads, self.config.codebook_size + 1)
+        """``[B, dim]`` -> ``[B, num_heads, V + 1]`` (batch-invariant rows)."""
+        return rows_linear(self.heads, hidden).view(-1, self.num_heads, self.config.codebook_size + 1)
 
     def voice(self, index: int) -> torch.Tensor:
         """Conditioning vector of a preset voice (models without a speaker encoder)."""
         return self.voices.weight[index]
 
     def embed_frames(self, codes: torch.Tensor) -> torch.Tensor:
-        """``[K, T]`` code ids -> ``[T, dim]`` (sum over codebooks)."""
+        """``[K, T]`` code ids -> ``[T, dim]`` (sum over codebooks); ``T`` may be a batch's rows."""
         return self.audio_embed(codes + self.code_offsets).sum(dim=0)
 
     def prompt(self, text_ids: list[int], cond: torch.Tensor | None, prompt_codes: torch.Tensor | None = None) -> torch.Tensor:
@@ -143,68 +148,53 @@ def check_context(prompt_len: int, new_positions: int, max_seq_len: int) -> None
         )
 
 
-@torch.inference_mode()
-def generate_frames(
-    model: ARModel,
-    prompt: torch.Tensor,
-    limits: GenerationLimits,
-    params: SamplingParams,
-    generator: torch.Generator,
-    cancelled: Callable[[], bool] = lambda: False,
-) -> Iterator[torch.Tensor]:
-    """Yield aligned frames ``[K]`` (int64) until end-of-speech after ``min_new_tokens`` or
-    ``max_new_tokens`` frames. Stops early, yielding nothing more, once ``cancelled()``."""
-    c = model.config
-    k = c.num_codebooks
-    check_context(prompt.shape[1], limits.max_new_tokens + (k - 1 if c.layout == "delay" else 0), c.max_seq_len)
-    cache = model.decoder.new_cache()
-    hidden = model.decoder(prompt, cache)[0, -1]
-    aligner = DelayAligner(k) if c.layout == "delay" else None
-    # EOS is a codebook-0 decision; other codebooks never emit it.
-    eos_mask = torch.zeros(model.num_heads, c.codebook_size + 1, dtype=torch.bool, device=hidden.device)
-    eos_mask[:, c.eos] = True
-    eos_mask_allowed = eos_mask.clone()
-    eos_mask_allowed[0, c.eos] = False
+def new_positions(config: ARConfig, limits: GenerationLimits) -> int:
+    """Cache positions a request may add after its prompt (the delay pattern runs K-1 steps past its frames)."""
+    return limits.max_new_tokens + (config.num_codebooks - 1 if config.layout == "delay" else 0)
 
-    def pick(logits: torch.Tensor) -> torch.Tensor:
-        return sample(logits, params, generator)
 
-    n_frames: int | None = None
-    step = 0
-    emitted = 0
-    while not cancelled():
-        allow_eos = n_frames is None and step >= limits.min_new_tokens
-        logits = model.logits(hidden).masked_fill(eos_mask_allowed if allow_eos else eos_mask, float("-inf"))
-        row = pick(logits)
-        if c.layout == "depth":
-            if int(row[0]) == c.eos:
-                return
-            row = model.depth.generate(hidden, row[0], pick)
-        if aligner is None:
-            if int(row[0]) == c.eos:
-                return
-            yield row
-            emitted += 1
-            if emitted >= limits.max_new_tokens:
-                return
-            hidden = model.decoder(model.embed_frames(row[:, None])[None], cache)[0, -1]
-            step += 1
-            continue
+class FrameState:
+    """One request's progress through its layout: when EOS may end it, the delay pattern, its limits.
+
+    ``accept(row)`` takes the codes sampled for one step (plain ints, codebook 0 first) and
+    returns the aligned frame it completes (or None), whether the request is finished, and the
+    step row to feed back (the delay pattern rewrites BOS and PAD into it).
+    """
+
+    def __init__(self, config: ARConfig, limits: GenerationLimits):
+        self.config, self.limits = config, limits
+        self.aligner = DelayAligner(config.num_codebooks) if config.layout == "delay" else None
+        self.n_frames: int | None = None
+        self.step = 0
+        self.emitted = 0
+
+    @property
+    def allow_eos(self) -> bool:
+        return self.n_frames is None and self.step >= self.limits.min_new_tokens
+
+    def ends_at(self, code0: int) -> bool:
+        """Whether codebook 0's code ends the request before the rest of its frame is decoded."""
+        return self.aligner is None and code0 == self.config.eos
+
+    def accept(self, row: list[int]) -> tuple[list[int] | None, bool, list[int]]:
+        c = self.config
+        if self.aligner is None:
+            if row[0] == c.eos:
+                return None, True, row
+            self.emitted += 1
+            self.step += 1
+            return row, self.emitted >= self.limits.max_new_tokens, row
         # Delay pattern: codebook i at this step belongs to frame step - i.
-        for i in range(k):
-            if step < i:
-                row[i] = c.bos
-            elif n_frames is not None and step - i >= n_frames:
-                row[i] = c.pad
-        if n_frames is None and int(row[0]) == c.eos:
-            n_frames = step
-        elif n_frames is None and step + 1 >= limits.max_new_tokens:
-            n_frames = step + 1
-        frame = aligner.push(row)
-        if frame is not None and (n_frames is None or emitted < n_frames):
-            yield frame
-            emitted += 1
-        step += 1
-        if n_frames is not None and emitted >= n_frames:
-            return
-        hidden = model.decoder(model.embed_frames(row[:, None])[None], cache)[0, -1]
+        step = self.step
+        row = [c.bos if step < i else c.pad if self.n_frames is not None and step - i >= self.n_frames else code for i, code in enumerate(row)]
+        if self.n_frames is None and row[0] == c.eos:
+            self.n_frames = step
+        elif self.n_frames is None and step + 1 >= self.limits.max_new_tokens:
+            self.n_frames = step + 1
+        frame = self.aligner.push(row)
+        emit = frame is not None and (self.n_frames is None or self.emitted < self.n_frames)
+        if emit:
+            self.emitted += 1
+        self.step += 1
+        done = self.n_frames is not None and self.emitted >= self.n_frames
+        return (frame if emit else None), done, row

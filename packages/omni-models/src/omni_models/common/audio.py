@@ -15,6 +15,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from omni_runtime.errors import InvalidRequest
+
 MAX_REFERENCE_SECONDS = 30.0
 
 #: Voice presets every model accepts (the OpenAI speech API names plus ``default``).
@@ -26,7 +28,7 @@ def voice_index(voice: Any) -> int:
     if voice is None or voice == "":
         return 0
     if not isinstance(voice, str) or voice.lower() not in VOICES:
-        raise ValueError(f"unknown voice {voice!r}; choose one of: {', '.join(VOICES)}, or send ref_audio to clone a voice")
+        raise InvalidRequest(f"unknown voice {voice!r}; choose one of: {', '.join(VOICES)}, or send ref_audio to clone a voice", param="voice")
     return VOICES.index(voice.lower())
 
 
@@ -44,10 +46,10 @@ def _decode_wav(data: bytes) -> tuple[torch.Tensor, int]:
             rate, channels, width = wav.getframerate(), wav.getnchannels(), wav.getsampwidth()
             frames = wav.readframes(wav.getnframes())
     except (wave.Error, EOFError) as exc:
-        raise ValueError(f"ref_audio bytes are not a readable PCM WAV file ({exc}); send 16- or 32-bit PCM WAV") from exc
+        raise InvalidRequest(param="ref_audio", message=f"ref_audio bytes are not a readable PCM WAV file ({exc}); send 16- or 32-bit PCM WAV") from exc
     dtypes = {2: (torch.int16, 32768.0), 4: (torch.int32, 2147483648.0)}
     if width not in dtypes:
-        raise ValueError(f"ref_audio WAV has {8 * width}-bit samples; send 16- or 32-bit PCM WAV")
+        raise InvalidRequest(f"ref_audio WAV has {8 * width}-bit samples; send 16- or 32-bit PCM WAV", param="ref_audio")
     dtype, scale = dtypes[width]
     samples = torch.frombuffer(bytearray(frames), dtype=dtype).to(torch.float32) / scale
     return samples.view(-1, channels).T.contiguous(), rate
@@ -72,11 +74,11 @@ def reference_audio(data: dict[str, Any], target_rate: int) -> torch.Tensor | No
     else:
         raise ValueError(f"ref_audio must be a float tensor or WAV bytes, got {type(raw).__name__}")  # noqa: TRY004 - a request field: reported like every other user error
     if audio.shape[-1] == 0:
-        raise ValueError("ref_audio is empty; send at least a fraction of a second of speech")
+        raise InvalidRequest("ref_audio is empty; send at least a fraction of a second of speech", param="ref_audio")
     if audio.shape[-1] / rate > MAX_REFERENCE_SECONDS:
-        raise ValueError(f"ref_audio is {audio.shape[-1] / rate:.1f} s long; the limit is {MAX_REFERENCE_SECONDS:.0f} s")
+        raise InvalidRequest(f"ref_audio is {audio.shape[-1] / rate:.1f} s long; the limit is {MAX_REFERENCE_SECONDS:.0f} s", param="ref_audio")
     if not torch.isfinite(audio).all():
-        raise ValueError("ref_audio contains NaN or infinite samples")
+        raise InvalidRequest("ref_audio contains NaN or infinite samples", param="ref_audio")
     mono = resample(audio.mean(dim=0, keepdim=True), rate, target_rate)[0]
     peak = mono.abs().max()
     return mono * (0.95 / peak) if peak > 0 else mono

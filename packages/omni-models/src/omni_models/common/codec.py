@@ -10,6 +10,7 @@ input is the HiFi-GAN-shaped vocoder of CosyVoice3; with continuous latents it i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -106,12 +107,14 @@ class CodecDecoder(nn.Module):
         self.context_frames = 2 * len(self.pre) + 1
 
     def forward(self, latents: torch.Tensor) -> torch.Tensor:
-        x = latents[None]
+        """``[in_dim, T]`` -> ``[channels, T * hop]``, or a batch ``[B, in_dim, T]`` -> ``[B, channels, T * hop]``."""
+        x = latents[None] if latents.dim() == 2 else latents
         for conv in self.pre:
             x = F.elu(conv(x))
         for up in self.ups:
             x = F.elu(up(x))
-        return torch.tanh(self.post(x))[0]
+        out = torch.tanh(self.post(x))
+        return out[0] if latents.dim() == 2 else out
 
 
 class CodecEncoder(nn.Module):
@@ -141,10 +144,14 @@ class CodecEncoder(nn.Module):
 
 class StreamingDecode:
     """Chunked decoding that equals a full decode: each chunk is decoded with the previous
-    ``context_frames`` latents prepended and their samples dropped."""
+    ``context_frames`` latents prepended and their samples dropped.
 
-    def __init__(self, decoder: CodecDecoder):
+    The context is this request's own; ``run`` (default: the decoder) may decode the chunk
+    together with other requests' chunks (``CodecVocoder`` batches them)."""
+
+    def __init__(self, decoder: CodecDecoder, run: Callable[[torch.Tensor], torch.Tensor] | None = None):
         self.decoder = decoder
+        self.run = run or decoder
         self.context: torch.Tensor | None = None
 
     @torch.inference_mode()
@@ -152,7 +159,7 @@ class StreamingDecode:
         """Latents ``[dim, n]`` -> audio ``[channels, n * hop]``."""
         n = latents.shape[-1]
         full = latents if self.context is None else torch.cat([self.context, latents], dim=-1)
-        audio = self.decoder(full)[:, -n * self.decoder.hop :] if n else full.new_zeros(self.decoder.out_channels, 0)
+        audio = self.run(full)[:, -n * self.decoder.hop :] if n else full.new_zeros(self.decoder.out_channels, 0)
         keep = self.decoder.context_frames
         self.context = full[:, -keep:] if keep else None
         return audio

@@ -8,6 +8,7 @@ before a codebook's first frame carry ``bos``; steps after the last frame carry 
 from __future__ import annotations
 
 from collections import deque
+from typing import Any, overload
 
 import torch
 
@@ -40,13 +41,20 @@ class DelayAligner:
 
     def __init__(self, num_codebooks: int):
         self.k = num_codebooks
-        self.rows: deque[torch.Tensor] = deque(maxlen=num_codebooks)
+        self.rows: deque[Any] = deque(maxlen=num_codebooks)
         self.steps = 0
 
-    def push(self, row: torch.Tensor) -> torch.Tensor | None:
-        """Add step row ``[K]``; return the aligned frame ``[K]`` it completes, if any."""
+    @overload
+    def push(self, row: torch.Tensor) -> torch.Tensor | None: ...
+    @overload
+    def push(self, row: list[int]) -> list[int] | None: ...
+
+    def push(self, row: Any) -> Any:
+        """Add step row ``[K]`` (a tensor or a list of ints); return the aligned frame ``[K]``
+        it completes, if any, of the same kind."""
         self.rows.append(row)
         self.steps += 1
         if self.steps < self.k:
             return None
-        return torch.stack([self.rows[i][i] for i in range(self.k)])
+        frame = [self.rows[i][i] for i in range(self.k)]
+        return torch.stack(frame) if isinstance(row, torch.Tensor) else frame

@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from omni_runtime.errors import InvalidRequest
+
 MIN_SPEED = 0.25
 MAX_SPEED = 4.0
 
@@ -46,9 +48,9 @@ def check_speed(speed: Any) -> float:
     if speed is None:
         return 1.0
     if isinstance(speed, bool) or not isinstance(speed, (int, float)):
-        raise ValueError(f"speed must be a number between {MIN_SPEED} and {MAX_SPEED}, got {speed!r}")  # noqa: TRY004 - a request field: reported like its range check
+        raise InvalidRequest(param="speed", message=f"speed must be a number between {MIN_SPEED} and {MAX_SPEED}, got {speed!r}")  # noqa: TRY004 - a request field: reported like its range check
     if not MIN_SPEED <= float(speed) <= MAX_SPEED:
-        raise ValueError(f"speed {speed} is out of range; use a value between {MIN_SPEED} and {MAX_SPEED}")
+        raise InvalidRequest(f"speed {speed} is out of range; use a value between {MIN_SPEED} and {MAX_SPEED}", param="speed")
     return float(speed)
 
 
@@ -73,7 +75,7 @@ def limits_for_text(
     upper = min(cap, max(1, math.ceil(expected * max_ratio)))
     if request_max is not None:
         if isinstance(request_max, bool) or not isinstance(request_max, int) or request_max < 1:
-            raise ValueError(f"max_new_tokens must be a positive integer, got {request_max!r}")
+            raise InvalidRequest(f"max_new_tokens must be a positive integer, got {request_max!r}", param="max_new_tokens")
         upper = min(upper, request_max)
     lower = min(upper, max(1, math.floor(expected * min_ratio)))
     return GenerationLimits(min_new_tokens=lower, max_new_tokens=upper)

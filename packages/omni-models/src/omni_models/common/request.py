@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from omni_runtime.errors import InvalidRequest
+
 from .audio import voice_index
 from .limits import GenerationLimits, check_speed, limits_for_text
 from .sampling import request_seed
@@ -21,6 +23,9 @@ class TextRequest:
     voice_index: int
     speed: float
     seed: int
+    temperature: float | None = None
+    """The request's own sampling temperature (None: the engine's ``factory_args`` default)."""
+    top_k: int | None = None
 
     def to_data(self) -> dict[str, Any]:
         """Plain codec types for ``StagePayload.data``."""
@@ -31,6 +36,8 @@ class TextRequest:
             "voice_index": self.voice_index,
             "speed": self.speed,
             "seed": self.seed,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
         }
 
     @classmethod
@@ -42,6 +49,8 @@ class TextRequest:
             voice_index=int(data["voice_index"]),
             speed=float(data["speed"]),
             seed=int(data["seed"]),
+            temperature=data.get("temperature"),
+            top_k=data.get("top_k"),
         )
 
 
@@ -65,4 +74,16 @@ def prepare_text_request(data: dict[str, Any], *, frame_rate: float, max_chars: 
         voice_index=voice_index(data.get("voice")),
         speed=speed,
         seed=request_seed(data),
+        **request_sampling(data),
     )
+
+
+def request_sampling(data: dict[str, Any]) -> dict[str, Any]:
+    """A request's optional ``temperature`` (>= 0; 0 is greedy) and ``top_k`` (>= 0; 0 keeps every
+    code), checked here so a bad value is the client's error before anything runs."""
+    temperature, top_k = data.get("temperature"), data.get("top_k")
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 10):
+        raise InvalidRequest(f"temperature must be a number between 0 and 10, got {temperature!r}", param="temperature")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+        raise InvalidRequest(f"top_k must be an integer >= 0, got {top_k!r}", param="top_k")
+    return {"temperature": None if temperature is None else float(temperature), "top_k": top_k}

@@ -1,17 +1,37 @@
-"""A decoder-only transformer with a real, preallocated KV cache.
+"""A decoder-only transformer with a real, preallocated KV cache, and a batched decode step.
 
 Pre-norm blocks (RMSNorm, rotary attention, SwiGLU MLP) as in the autoregressive backbones of
 modern TTS models. Generation prefills the prompt once, then feeds one position per step and
 attends over the cached keys and values instead of recomputing the prefix.
+
+Two ways to run the same blocks:
+
+- ``Decoder.forward(x, cache)`` continues ``B`` sequences that advance together (a prompt's
+  prefill, or a depth transformer's frames decoded in lockstep);
+- ``Decoder.step(x, rows)`` advances ``B`` requests by one position each, every request at its
+  own position and with its own cache (``RowAttention``): the batched step of continuous
+  batching (``omni_models.common.batch``).
+
+A request's output must not depend on who else is in its batch. CPU (and GPU) matrix kernels
+pick their blocking from the number of rows, so the same row can round differently in a batch
+of 1 and of 8. ``rows_linear`` therefore multiplies rows in fixed tiles of ``ROW_TILE`` (one
+batched GEMM per tile, each tile computed alike), and attention reduces over a span fixed per
+request, never the batch's longest; with ``invariant=True`` every per-row result is the same
+bits whatever the batch holds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+#: Rows per GEMM in ``rows_linear``: each tile of rows is multiplied as its own matrix.
+ROW_TILE = 8
 
 
 @dataclass(frozen=True)
@@ -32,29 +52,85 @@ class TransformerConfig:
         return self.dim // self.heads
 
 
-class KVCache:
-    """Keys and values of every layer for one sequence, written in place as generation advances."""
+def rows_linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x)`` with each row's bits independent of how many rows ``x`` has.
 
-    def __init__(self, config: TransformerConfig, *, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
-        shape = (config.layers, 1, config.heads, config.max_seq_len, config.head_dim)
-        self.keys = torch.zeros(shape, device=device, dtype=dtype)
-        self.values = torch.zeros(shape, device=device, dtype=dtype)
-        self.max_len = config.max_seq_len
+    Rows are padded to a multiple of ``ROW_TILE`` and multiplied tile by tile in one batched
+    GEMM, so a row meets the same kernel whether it is alone or one of 32.
+    """
+    shape = x.shape
+    rows = x.reshape(-1, shape[-1])
+    n = rows.shape[0]
+    tiles = -(-n // ROW_TILE)
+    if tiles * ROW_TILE != n:
+        rows = torch.cat([rows, rows.new_zeros(tiles * ROW_TILE - n, rows.shape[1])])
+    weight = layer.weight.t().expand(tiles, *layer.weight.t().shape)
+    tiled = rows.view(tiles, ROW_TILE, -1)
+    out = torch.bmm(tiled, weight) if layer.bias is None else torch.baddbmm(layer.bias, tiled, weight)
+    return out.view(tiles * ROW_TILE, -1)[:n].view(*shape[:-1], -1)
+
+
+def plain_linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return layer(x)
+
+
+Linear = Callable[[nn.Linear, torch.Tensor], torch.Tensor]
+
+
+class Attend(Protocol):
+    """Stores a layer's new keys/values and attends the queries over what the cache holds."""
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor: ...
+
+
+class KVCache:
+    """Keys and values of ``B`` sequences that advance together, written in place.
+
+    Storage is ``[layers, B, heads, positions, head_dim]``; it may be a view into a larger
+    pool (a request's slot), so a prefill writes straight where the batched step reads.
+    """
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
+        self.keys, self.values = keys, values
+        self.max_len = keys.shape[3]
         self.length = 0
 
-    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store ``k``/``v`` ``[1, heads, t, head_dim]`` after the cached prefix; return all of it."""
+    @classmethod
+    def empty(cls, config: TransformerConfig, *, batch: int = 1, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> KVCache:
+        shape = (config.layers, batch, config.heads, config.max_seq_len, config.head_dim)
+        return cls(torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype))
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         t = k.shape[2]
         end = self.length + t
         self.keys[layer, :, :, self.length : end] = k
         self.values[layer, :, :, self.length : end] = v
-        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
+        return causal_attention(q, self.keys[layer, :, :, :end], self.values[layer, :, :, :end], self.length)
 
     def advance(self, t: int) -> None:
         self.length += t
 
-    def reset(self) -> None:
-        self.length = 0
+
+class NoCache:
+    """Attention over the input alone (a full causal forward)."""
+
+    length = 0
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return causal_attention(q, k, v, 0)
+
+    def advance(self, t: int) -> None:
+        pass
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
+    """Queries at positions ``start..`` over keys ``0..``: each sees the keys at or before it."""
+    t = q.shape[2]
+    if t == 1:  # one new position attends to everything before it: no mask needed
+        return F.scaled_dot_product_attention(q, k, v)
+    key_pos = torch.arange(k.shape[2], device=q.device)
+    query_pos = torch.arange(start, start + t, device=q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=key_pos[None, :] <= query_pos[:, None])
 
 
 class RMSNorm(nn.Module):
@@ -77,7 +153,7 @@ def rope_table(config: TransformerConfig) -> torch.Tensor:
 
 def _rotate(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
-    cos, sin = table[:, :half], table[:, half:]
+    cos, sin = table[..., :half], table[..., half:]
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
@@ -89,21 +165,12 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
         self.out = nn.Linear(config.dim, config.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, rope: torch.Tensor, start: int, layer: int, cache: KVCache | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: torch.Tensor, layer: int, cache: Attend, linear: Linear) -> torch.Tensor:
         b, t, _ = x.shape
         c = self.config
-        q, k, v = self.qkv(x).view(b, t, 3, c.heads, c.head_dim).permute(2, 0, 3, 1, 4)
-        q = _rotate(q, rope)
-        k = _rotate(k, rope)
-        if cache is not None:
-            k, v = cache.write(layer, k, v)
-        if t == 1:  # one new position attends to everything before it: no mask needed
-            y = F.scaled_dot_product_attention(q, k, v)
-        else:
-            key_pos = torch.arange(k.shape[2], device=x.device)
-            query_pos = torch.arange(start, start + t, device=x.device)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_pos[None, :] <= query_pos[:, None])
-        return self.out(y.transpose(1, 2).reshape(b, t, c.dim))
+        q, k, v = linear(self.qkv, x).view(b, t, 3, c.heads, c.head_dim).permute(2, 0, 3, 1, 4)
+        y = cache.attend(layer, _rotate(q, rope), _rotate(k, rope), v)
+        return linear(self.out, y.transpose(1, 2).reshape(b, t, c.dim))
 
 
 class Block(nn.Module):
@@ -116,14 +183,14 @@ class Block(nn.Module):
         self.gate_up = nn.Linear(config.dim, 2 * hidden, bias=False)
         self.down = nn.Linear(hidden, config.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, rope: torch.Tensor, start: int, layer: int, cache: KVCache | None) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), rope, start, layer, cache)
-        gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
-        return x + self.down(F.silu(gate) * up)
+    def forward(self, x: torch.Tensor, rope: torch.Tensor, layer: int, cache: Attend, linear: Linear) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), rope, layer, cache, linear)
+        gate, up = linear(self.gate_up, self.mlp_norm(x)).chunk(2, dim=-1)
+        return x + linear(self.down, F.silu(gate) * up)
 
 
 class Decoder(nn.Module):
-    """Stack of causal blocks. ``forward(x, cache)`` continues the cached sequence by ``x``."""
+    """Stack of causal blocks. ``forward(x, cache)`` continues the cached sequences by ``x``."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -132,23 +199,33 @@ class Decoder(nn.Module):
         self.norm = RMSNorm(config.dim)
         self.register_buffer("rope", rope_table(config), persistent=False)
 
-    def new_cache(self) -> KVCache:
+    def new_cache(self, batch: int = 1) -> KVCache:
         param = next(self.parameters())
-        return KVCache(self.config, device=param.device, dtype=param.dtype)
+        return KVCache.empty(self.config, batch=batch, device=param.device, dtype=param.dtype)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        if x.dim() != 3 or x.shape[0] != 1:
-            raise ValueError(f"Decoder expects [1, T, dim] input, got {tuple(x.shape)}")
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, *, invariant: bool = False) -> torch.Tensor:
+        """``x`` ``[B, T, dim]`` continues ``cache``'s ``B`` sequences (all at one length)."""
+        if x.dim() != 3:
+            raise ValueError(f"Decoder expects [B, T, dim] input, got {tuple(x.shape)}")
         start = cache.length if cache is not None else 0
         t = x.shape[1]
-        if start + t > self.config.max_seq_len:
+        limit = min(self.config.max_seq_len, cache.max_len) if cache is not None else self.config.max_seq_len
+        if start + t > limit:
             raise ValueError(
-                f"sequence of {start + t} positions exceeds the model's max_seq_len {self.config.max_seq_len}; "
+                f"sequence of {start + t} positions exceeds the model's max_seq_len {limit}; "
                 "send shorter text or lower max_new_tokens"
             )
-        rope = self.rope[start : start + t].to(x.dtype)
+        return self._run(x, self.rope[start : start + t].to(x.dtype), cache or NoCache(), rows_linear if invariant else plain_linear, t)
+
+    def step(self, x: torch.Tensor, positions: torch.Tensor, rows: Attend) -> torch.Tensor:
+        """One new position for each of ``B`` requests: ``x`` ``[B, dim]`` at ``positions`` ``[B]``
+        -> ``[B, dim]``; ``rows`` holds each request's own cache (batch-invariant arithmetic)."""
+        rope = self.rope[positions].to(x.dtype)[:, None, None, :]
+        return self._run(x[:, None], rope, rows, rows_linear, 0)[:, 0]
+
+    def _run(self, x: torch.Tensor, rope: torch.Tensor, cache: Attend, linear: Linear, advance: int) -> torch.Tensor:
         for layer, block in enumerate(self.blocks):
-            x = block(x, rope, start, layer, cache)
-        if cache is not None:
-            cache.advance(t)
+            x = block(x, rope, layer, cache, linear)
+        if advance and isinstance(cache, KVCache):
+            cache.advance(advance)
         return self.norm(x)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from omni_runtime.errors import InvalidRequest
+
 # speak_lib.h constants (API revision 12).
 AUDIO_OUTPUT_SYNCHRONOUS = 2
 POS_CHARACTER = 1
@@ -34,8 +36,11 @@ class EspeakError(RuntimeError):
     """libespeak-ng could not be loaded or refused a call."""
 
 
-class UnknownVoiceError(ValueError):
-    """The requested voice is not in the installed espeak-ng data."""
+class UnknownVoiceError(InvalidRequest):
+    """The requested voice is not in the installed espeak-ng data (the client's mistake: HTTP 400)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, param="voice")
 
 
 @dataclass(frozen=True)

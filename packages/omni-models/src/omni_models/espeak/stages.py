@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from omni_runtime import StageContext, StagePayload
+from omni_runtime import InvalidRequest, StageContext, StagePayload
 
 from .engine import RATE_NORMAL, EspeakEngine, get_engine
 from .level import LevelNormalizer
@@ -34,6 +34,8 @@ OPENAI_VOICES = {
     "shimmer": "en-us+f1",
     "verse": "en-GB-x-rp+m2",
 }
+VOICES = tuple(OPENAI_VOICES)
+"""The preset voices omni serve lists (GET /v1/audio/voices); any espeak-ng voice name also works."""
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
 
 
@@ -53,11 +55,11 @@ class Preprocessing:
             raise TypeError(f"request field 'text' must be a string, got {type(text).__name__}")
         prepared = prepare(text, self.max_sentence_chars)
         if not prepared.sentences:
-            raise ValueError("text has nothing to speak after normalisation; send at least one letter or digit")
+            raise InvalidRequest("input has nothing to speak after normalisation; send at least one letter or digit", param="input")
         speed = payload.data.get("speed", 1.0)
         speed = 1.0 if speed is None else float(speed)
         if not MIN_SPEED <= speed <= MAX_SPEED:
-            raise ValueError(f"speed {speed} is outside [{MIN_SPEED}, {MAX_SPEED}]; send a value in that range (1.0 is normal)")
+            raise InvalidRequest(param="speed", message=f"speed {speed} is outside [{MIN_SPEED}, {MAX_SPEED}]; send a value in that range (1.0 is normal)")
         data = dict(payload.data)
         data.update(normalized_text=prepared.normalized, sentences=list(prepared.sentences), speed=speed)
         return _with_data(payload, data)

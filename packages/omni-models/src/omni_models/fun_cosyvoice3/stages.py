@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from omni_models.common.ar import ARConfig
+from omni_models.common.audio import VOICES as VOICES  # the preset voices omni serve lists (GET /v1/audio/voices)
 from omni_models.common.audio import reference_audio, resample
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import (
@@ -30,6 +31,7 @@ from omni_models.common.components import (
 from omni_models.common.flow import NoiseStream
 from omni_models.common.request import TOKENIZER, prepare_text_request
 from omni_models.common.sampling import SamplingParams, generator_for
+from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from omni_models.common.speaker import SpeakerEncoderConfig
 from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder, require, with_data
 from omni_models.common.weights import DEFAULT_SEED
@@ -122,6 +124,8 @@ def build_tts_engine(
     first_chunk_frames: int = 8,
     temperature: float = 0.8,
     top_k: int = 25,
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+    max_batch_tokens: int | None = None,
 ) -> TTSEngine:
     context = preprocessing_context()
     if context.speaker_dim != AR.cond_dim or context.tokenizer_vocab != AR.text_vocab:
@@ -133,14 +137,15 @@ def build_tts_engine(
     return TTSEngine(
         AREngine(
             model_name=MODEL, model=loader.get(components(), "llm"), seed=seed, params=SamplingParams(temperature, top_k),
-            chunk_frames=chunk_frames, first_chunk_frames=first_chunk_frames,
+            chunk_frames=chunk_frames, first_chunk_frames=first_chunk_frames, batching=BatchLimits(max_batch_size, max_batch_tokens), stage="tts_engine",
         )
     )
 
 
-def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> CodecVocoder:
+def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1, max_batch_size: int | None = None) -> CodecVocoder:
     loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return CodecVocoder(
+        max_batch_size=max_batch_size,
         model=MODEL, stage="vocoder", frontend=FlowFrontend(loader.get(components(), "flow"), seed, loader.device),
         decoder=loader.get(components(), "hift"),
         audio=AudioFormat(MEL_VOCODER.sample_rate, MEL_VOCODER.channels), device=loader.device,

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from omni_models.common.audio import VOICES as VOICES  # the preset voices omni serve lists (GET /v1/audio/voices)
 from omni_models.common.audio import reference_audio, resample
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_codec_decoder, build_codec_encoder, build_speaker_encoder
@@ -128,9 +129,10 @@ def build_tts_engine(
     return TTSEngine(Loader.create(load_format, model_path, seed, device, num_threads), chunk_frames, first_chunk_frames)
 
 
-def build_audio_decode(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> CodecVocoder:
+def build_audio_decode(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1, max_batch_size: int | None = None) -> CodecVocoder:
     loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return CodecVocoder(
+        max_batch_size=max_batch_size,
         model=MODEL, stage="audio_decode", frontend=lambda first_chunk: (lambda latents: latents),
         decoder=loader.get(components(), "audio_vae.decoder"),
         audio=AudioFormat(VAE.sample_rate, VAE.channels), device=loader.device, key="latents",

@@ -1,44 +1,44 @@
-"""The FastAPI app: an OpenAI-compatible speech endpoint in front of a running Runtime.
+"""The FastAPI app: an OpenAI-compatible speech endpoint in front of a Runtime, and the topology page.
 
 The app never starts or stops the runtime (the caller owns its lifetime, see
 :mod:`.server`), so tests and embedders can mount it on any runtime object
-that offers ``submit``, ``health`` and ``queue_depths``.
+that offers ``submit``, ``health`` and ``queue_depths``; it answers from the
+moment the port is open, reporting ``starting`` until the runtime is ready.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
+import hmac
 import time
-from collections.abc import AsyncIterator
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.middleware.cors import CORSMiddleware
 
-from ..errors import RequestFailed, RuntimeFailure
-from .audio import CONTENT_TYPES, AudioError, PcmAudio, encode, wav_header
-from .errors import RETRY_AFTER_S, APIError, install_handlers, runtime_error
-from .metrics import ServingMetrics
-from .request import SpeechLimits, parse_body, parse_speech
-from .streaming import AudioStreamResponse, ClientGone, until_disconnect
-from .synthesis import audio_parts, collect_audio
+from .errors import APIError, error_body, install_handlers
+from .metrics import NO_MODEL, ServingMetrics
+from .page import health_status, page_html, topology_state
+from .request import SpeechLimits
+from .speech import SPEECH, Disconnected, client_request_id, handle_speech, log_access
 
-SPEECH = "/v1/audio/speech"
-access_log = logging.getLogger("omni.access")
 _SPEECH_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["input"],
     "properties": {
         "model": {"type": "string", "description": "a served model id (GET /v1/models); default: the first one"},
-        "input": {"type": "string", "minLength": 1, "description": "the text to speak (bounded, 4096 characters by default)"},
+        "input": {"type": "string", "minLength": 1, "description": "the text to speak (4096 characters by default)"},
         "voice": {"oneOf": [{"type": "string"}, {"type": "object", "properties": {"id": {"type": "string"}}}]},
-        "response_format": {"type": "string", "enum": ["wav", "pcm", "flac"], "default": "wav"},
+        "response_format": {"type": "string", "enum": ["mp3", "opus", "aac", "flac", "wav", "pcm"], "default": "mp3"},
         "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
-        "stream": {"type": "boolean", "default": False, "description": "send audio chunks as they are produced (wav, pcm)"},
-        "stream_format": {"type": "string", "enum": ["audio"]},
-        "instructions": {"type": "string"},
+        "stream_format": {"type": "string", "enum": ["audio", "sse"], "description": "stream raw audio or server-sent events"},
+        "stream": {"type": "boolean", "default": False, "description": "omni's alias of stream_format=audio"},
+        "instructions": {"type": "string", "description": "a style prompt, for models that take one (others ignore it)"},
+        "seed": {"type": "integer", "minimum": 0},
+        "max_new_tokens": {"type": "integer", "minimum": 1, "maximum": 1000000},
+        "ref_audio": {"type": "string", "description": "base64 WAV of a voice to clone (models that clone voices)"},
     },
     "additionalProperties": True,
 }
@@ -51,6 +51,14 @@ class ServingSettings:
     models: tuple[str, ...]
     limits: SpeechLimits = field(default_factory=SpeechLimits)
     created: int = field(default_factory=lambda: int(time.time()))
+    voices: tuple[str, ...] = ()
+    """The pipeline's preset voices (``VOICES`` of its entry stage's module); empty when it declares none."""
+    api_key: str | None = None
+    """When set, every ``/v1`` route needs ``Authorization: Bearer <api_key>``."""
+    allowed_origins: tuple[str, ...] = ()
+    body_timeout: float = 10.0
+    """Seconds a client has to send a whole request body."""
+    build: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -58,196 +66,144 @@ class ServingSettings:
 
 
 def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
-    """Build the app for an already started ``runtime``."""
+    """Build the app for ``runtime`` (started, or being started)."""
     app = FastAPI(title="omni", summary="OpenAI-compatible text-to-speech over an omni process topology")
-    metrics = ServingMetrics(runtime.queue_depths, runtime.health, getattr(runtime, "supervision", None))
-    app.state.runtime = runtime
-    app.state.settings = settings
-    app.state.metrics = metrics
+    pids = getattr(runtime, "instance_pids", dict)
+    metrics = ServingMetrics(runtime.queue_depths, runtime.health, pids, settings.build, getattr(runtime, "supervision", None))
+    app.state.runtime, app.state.settings, app.state.metrics = runtime, settings, metrics
     install_handlers(app)
+    _install_middleware(app, settings)
 
     @app.post(SPEECH, openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": _SPEECH_SCHEMA}}}})
     async def speech(request: Request) -> Response:
-        """Synthesize ``input``; the body is validated by hand so errors carry OpenAI's ``param`` and ``code``."""
+        """Synthesize ``input``; the body is read and validated here so errors carry OpenAI's ``param`` and ``code``."""
         started = time.perf_counter()
-        info: dict[str, Any] = {}
         try:
-            response = await _speech(request, runtime, settings, metrics, started, info)
+            response = await handle_speech(request, runtime, settings, metrics, started)
         except APIError as exc:
-            metrics.observe_request(SPEECH, exc.status, time.perf_counter() - started)
-            _log_access(exc.status, started, info, error=exc.code or exc.type)
+            metrics.observe_request(SPEECH, exc.status, time.perf_counter() - started, _model_of(request))
+            log_access(request, exc.status, started, error=exc.code or exc.type)
             return exc.response()
-        except _Disconnected:
-            metrics.observe_request(SPEECH, 499, time.perf_counter() - started)
-            _log_access(499, started, info, error="client_gone")
+        except Disconnected:
+            metrics.observe_request(SPEECH, 499, time.perf_counter() - started, _model_of(request))
+            log_access(request, 499, started, error="client_gone")
             return Response(status_code=499)
-        if not isinstance(response, AudioStreamResponse):
-            metrics.observe_request(SPEECH, response.status_code, time.perf_counter() - started)
-            _log_access(response.status_code, started, info)
+        if response.status_code != 200 or not hasattr(response, "body_iterator"):
+            metrics.observe_request(SPEECH, response.status_code, time.perf_counter() - started, _model_of(request))
+            log_access(request, response.status_code, started)
         return response
 
     @app.get("/v1/models")
     async def models() -> JSONResponse:
-        _count(metrics, "/v1/models", 200)
+        metrics.count("/v1/models", 200)
         return JSONResponse({"object": "list", "data": [_model_card(m, settings) for m in settings.models]})
 
     @app.get("/v1/models/{model_id:path}")
     async def model(model_id: str) -> JSONResponse:
         if model_id not in settings.models:
-            _count(metrics, "/v1/models/{model}", 404)
+            metrics.count("/v1/models/{model}", 404)
             raise APIError(404, f"The model {model_id!r} does not exist", param="model", code="model_not_found")
-        _count(metrics, "/v1/models/{model}", 200)
+        metrics.count("/v1/models/{model}", 200, model_id)
         return JSONResponse(_model_card(model_id, settings))
+
+    @app.get("/v1/audio/voices")
+    async def voices() -> JSONResponse:
+        metrics.count("/v1/audio/voices", 200)
+        data = [{"id": v, "object": "voice", "name": v} for v in settings.voices]
+        return JSONResponse({"object": "list", "data": data, "models": list(settings.models)})
+
+    @app.get("/v1/topology")
+    async def topology() -> JSONResponse:
+        metrics.count("/v1/topology", 200)
+        return JSONResponse(topology_state(runtime))
 
     @app.get("/health")
     async def health() -> JSONResponse:
-        """``starting`` (503), ``ready`` (200), ``degraded`` (200: an instance is down, the others serve), ``unhealthy`` (503)."""
         state = runtime.health()
-        status_word = state.get("status") or ("ready" if state.get("healthy") else "unhealthy")
-        status = 200 if status_word in ("ready", "degraded") else 503
-        _count(metrics, "/health", status)
-        headers = {"Retry-After": RETRY_AFTER_S} if status == 503 else None
-        return JSONResponse({"status": status_word, "processes": dict(state.get("processes") or {})}, status_code=status, headers=headers)
+        status = health_status(state)
+        code = 200 if status in ("ok", "ready", "degraded") else 503
+        metrics.count("/health", code)
+        return JSONResponse({**state, "status": status, "processes": dict(state.get("processes") or {})}, status_code=code)
 
     @app.get("/metrics")
     async def prometheus() -> Response:
-        _count(metrics, "/metrics", 200)
+        metrics.count("/metrics", 200)
+        await metrics.refresh_transport(runtime)
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page_html(runtime, settings))
 
     return app
 
 
-class _Disconnected(Exception):
-    """The client went away before a response could start."""
+def _install_middleware(app: FastAPI, settings: ServingSettings) -> None:
+    app.add_middleware(_RequestIdAndAuth, api_key=settings.api_key, metrics=app.state.metrics)
+    if settings.allowed_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.allowed_origins),
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type", "X-Request-Id"],
+            expose_headers=["X-Request-Id", "X-Audio-Sample-Rate", "X-Audio-Channels"],
+        )
 
 
-async def _speech(request: Request, runtime: Any, settings: ServingSettings, metrics: ServingMetrics, started: float, info: dict[str, Any]) -> Response:
-    raw = await _read_body(request, settings.limits.max_body_bytes)
-    speech = parse_speech(parse_body(raw), settings.models, settings.limits)
-    info.update(model=speech.model, chars=len(speech.text))
-    try:
-        handle = await runtime.submit(speech.entry_data())
-    except RequestFailed as exc:
-        raise runtime_error(exc) from None
-    except RuntimeFailure as exc:
-        code = "shutdown" if getattr(runtime, "draining", False) else "unavailable"
-        raise APIError(503, f"the runtime is not accepting requests: {exc}", type="server_error", code=code, headers={"Retry-After": RETRY_AFTER_S}) from None
+class _RequestIdAndAuth:
+    """Plain ASGI middleware (streamed responses pass through untouched, disconnects included).
 
-    metrics.in_flight.inc()
-    handed_over = False  # once the stream response exists, it owns in_flight and the metrics
-    try:
-        if not speech.stream:
-            audio = await _guarded(until_disconnect(request, handle, collect_audio(handle)))
-            metrics.observe_stages(getattr(handle, "stage_timings", None))
-            body = encode(audio, speech.response_format)
-            info["audio_s"] = audio.frames / audio.sample_rate
-            return Response(body, media_type=CONTENT_TYPES[speech.response_format], headers=_audio_headers(audio, handle))
-        parts = audio_parts(handle).__aiter__()
-        first = await _guarded(until_disconnect(request, handle, _first(parts)))
-        handed_over = True
-    finally:
-        if not handed_over:
-            metrics.in_flight.dec()
+    Echoes the client's ``X-Request-Id`` (or a new one) on every response, and with an API
+    key answers 401 in OpenAI's envelope to any ``/v1`` request without ``Bearer <key>``.
+    """
 
-    def done(status: int) -> None:
-        metrics.in_flight.dec()
-        metrics.observe_request(SPEECH, status, time.perf_counter() - started)
-        _log_access(status, started, info, stream=True)
-        if status == 200:
-            metrics.observe_stages(getattr(handle, "stage_timings", None))
+    def __init__(self, app: Any, api_key: str | None, metrics: ServingMetrics) -> None:
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode() if api_key else None
+        self.metrics = metrics
 
-    metrics.first_audio.observe(time.perf_counter() - started)
-    return AudioStreamResponse(
-        _stream_bytes(first, parts, speech.response_format, info),
-        handle=handle,
-        media_type=CONTENT_TYPES[speech.response_format],
-        headers=_audio_headers(first, handle),
-        on_done=done,
-    )
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        request_id = client_request_id(request) or uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        path, root = scope.get("path", ""), scope.get("root_path", "")
+        if root and path.startswith(root):  # uvicorn's --root-path prefixes the path it hands over
+            path = path[len(root):]
+        if self.expected is not None and path.startswith("/v1/") and scope.get("method") != "OPTIONS":
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, self.expected):
+                self.metrics.count(SPEECH if path == SPEECH else "/v1/*", 401)
+                response = JSONResponse(
+                    error_body(
+                        "missing or wrong API key: send 'Authorization: Bearer <key>' with the key the server was started with",
+                        type="invalid_request_error",
+                        code="invalid_api_key",
+                    ),
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer", "X-Request-Id": request_id},
+                )
+                await response(scope, receive, send)
+                return
 
+        async def send_with_id(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"x-request-id" for name, _ in headers):
+                    chosen = scope["state"].get("request_id", request_id)
+                    headers.append((b"x-request-id", str(chosen).encode("latin-1")))
+                message = {**message, "headers": headers}
+            await send(message)
 
-async def _first(parts: AsyncIterator[PcmAudio]) -> PcmAudio:
-    return await parts.__anext__()
-
-
-async def _stream_bytes(first: PcmAudio, rest: AsyncIterator[PcmAudio], fmt: str, info: dict[str, Any]) -> AsyncIterator[bytes]:
-    info["audio_s"] = first.frames / first.sample_rate
-    if fmt == "wav":
-        yield wav_header(first.sample_rate, first.channels) + first.to_bytes()
-    else:
-        yield first.to_bytes()
-    async for part in rest:
-        if part.sample_rate != first.sample_rate or part.channels != first.channels:
-            raise AudioError("streamed audio chunks changed sample rate or channel count mid-stream")
-        info["audio_s"] += part.frames / part.sample_rate
-        yield part.to_bytes()
+        await self.app(scope, receive, send_with_id)
 
 
-async def _guarded(awaitable: Any) -> Any:
-    """Map runtime and audio failures of one request to API errors."""
-    try:
-        return await awaitable
-    except asyncio.CancelledError:
-        raise
-    except RequestFailed as exc:
-        if getattr(exc, "kind", "stage_error") == "cancelled":
-            raise _Disconnected() from None
-        raise runtime_error(exc) from None
-    except AudioError as exc:
-        raise APIError(500, f"the pipeline produced invalid audio: {exc}", type="server_error", code="invalid_stage_output") from None
-    except StopAsyncIteration:
-        raise APIError(500, "the pipeline finished without producing audio", type="server_error", code="invalid_stage_output") from None
-    except ClientGone:
-        raise _Disconnected() from None
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(int(declared), limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(size, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _too_large(size: int, limit: int) -> APIError:
-    return APIError(
-        413,
-        f"request body is {size}+ bytes; the limit is {limit} bytes. Send shorter input",
-        code="request_too_large",
-    )
-
-
-def _audio_headers(audio: PcmAudio, handle: Any) -> dict[str, str]:
-    headers = {"X-Audio-Sample-Rate": str(audio.sample_rate), "X-Audio-Channels": str(audio.channels)}
-    request_id = getattr(handle, "request_id", None)
-    if isinstance(request_id, str):
-        headers["X-Request-Id"] = request_id
-    return headers
-
-
-def _log_access(status: int, started: float, info: dict[str, Any], error: str | None = None, stream: bool = False) -> None:
-    """One line per speech request: status, seconds, model, input characters, audio seconds."""
-    seconds = time.perf_counter() - started
-    audio = info.get("audio_s")
-    access_log.info(
-        "POST %s %d %.3fs model=%s chars=%s audio_s=%s%s%s",
-        SPEECH, status, seconds, info.get("model", "-"), info.get("chars", "-"), f"{audio:.2f}" if audio is not None else "-",
-        " stream" if stream else "", f" error={error}" if error else "",
-        extra={"status": status, "seconds": round(seconds, 4), "model": info.get("model"), "chars": info.get("chars"), "audio_s": audio},
-    )
+def _model_of(request: Request) -> str:
+    return str(getattr(request.state, "model", NO_MODEL))
 
 
 def _model_card(model_id: str, settings: ServingSettings) -> dict[str, Any]:
     return {"id": model_id, "object": "model", "created": settings.created, "owned_by": "omni"}
-
-
-def _count(metrics: ServingMetrics, endpoint: str, status: int) -> None:
-    metrics.requests.labels(endpoint=endpoint, status=str(status)).inc()
-

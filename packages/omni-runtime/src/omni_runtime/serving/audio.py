@@ -3,30 +3,29 @@
 Stages hand back float32 audio in [-1, 1] shaped ``[samples]`` or
 ``[channels, samples]`` (docs/stage-contract.md). Clients want 16-bit PCM in a
 container they can play, so this module owns the one conversion (clip, scale,
-round, interleave) and the three containers the API offers. Kept free of
+round, interleave); :mod:`.encoders` turns it into each container through PyAV. Kept free of
 FastAPI so ``omni synthesize`` and the server write identical bytes.
 """
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-AUDIO_FORMATS: tuple[str, ...] = ("wav", "pcm", "flac")
-"""Formats the API produces; every other OpenAI format (mp3, opus, aac) is a 400."""
+AUDIO_FORMATS: tuple[str, ...] = ("mp3", "opus", "aac", "flac", "wav", "pcm")
+"""OpenAI's response formats; every one can also be streamed (see :mod:`.encoders`)."""
 
-STREAMING_FORMATS: tuple[str, ...] = ("wav", "pcm")
-"""Formats that can be sent chunk by chunk; FLAC needs its header rewritten at the end."""
-
-CONTENT_TYPES: dict[str, str] = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac"}
-
-_UNKNOWN_SIZE = 0xFFFFFFFF
-"""RIFF/data size used by streaming WAV headers: readers treat it as 'until end of stream'."""
-
+CONTENT_TYPES: dict[str, str] = {
+    "mp3": "audio/mpeg",
+    "opus": "audio/ogg",
+    "aac": "audio/aac",
+    "flac": "audio/flac",
+    "wav": "audio/wav",
+    "pcm": "audio/pcm",
+}
 
 class AudioError(ValueError):
     """A stage produced something that is not audio under the stage contract."""
@@ -95,23 +94,23 @@ def encode(audio: PcmAudio, fmt: str) -> bytes:
     if fmt == "wav":
         data = audio.to_bytes()
         return wav_header(audio.sample_rate, audio.channels, len(data)) + data
-    if fmt == "flac":
-        return _flac(audio)
+    if fmt in AUDIO_FORMATS:
+        from .encoders import encode_file
+
+        return encode_file(audio, fmt)
     raise AudioError(f"unsupported audio format {fmt!r}; supported: {', '.join(AUDIO_FORMATS)}")
 
 
 def wav_header(sample_rate: int, channels: int, data_bytes: int | None = None) -> bytes:
     """A 44-byte PCM16 WAV header; ``data_bytes=None`` gives the streaming form.
 
-    The streaming form puts 0xFFFFFFFF in both size fields (the convention
-    ffmpeg, browsers and soundfile accept for a stream of unknown length).
+    The streaming form writes 0 in both size fields: ffmpeg (so browsers and
+    PyAV) reads such a file to the end of the stream, and no reader mistakes
+    it for the 24-hour file that the 0xFFFFFFFF convention describes.
     """
     block_align = channels * 2
-    if data_bytes is None:
-        riff_size = data_size = _UNKNOWN_SIZE
-    else:
-        data_size = data_bytes
-        riff_size = 36 + data_bytes
+    data_size = data_bytes or 0
+    riff_size = 36 + data_bytes if data_bytes is not None else 0
     return (
         b"RIFF"
         + struct.pack("<I", riff_size)
@@ -121,14 +120,6 @@ def wav_header(sample_rate: int, channels: int, data_bytes: int | None = None) -
         + b"data"
         + struct.pack("<I", data_size)
     )
-
-
-def _flac(audio: PcmAudio) -> bytes:
-    import soundfile
-
-    buffer = io.BytesIO()
-    soundfile.write(buffer, audio.samples, audio.sample_rate, format="FLAC", subtype="PCM_16")
-    return buffer.getvalue()
 
 
 def _as_float_array(audio: Any) -> np.ndarray:

@@ -29,6 +29,7 @@ class APIError(Exception):
         headers: dict[str, str] | None = None,
     ):
         super().__init__(message)
+        self.headers = headers
         self.status = status
         self.message = message
         self.type = type
@@ -73,7 +74,7 @@ def bad_request(message: str, *, param: str | None = None, code: str | None = No
     return APIError(400, message, param=param, code=code)
 
 
-_HTTP_TYPES = {404: "not_found_error", 405: "invalid_request_error", 413: "invalid_request_error"}
+_HTTP_TYPES = {401: "authentication_error", 404: "not_found_error", 405: "invalid_request_error", 413: "invalid_request_error"}
 
 
 def install_handlers(app: FastAPI) -> None:

@@ -1,9 +1,11 @@
-"""Prometheus metrics for one app instance.
+"""Prometheus metrics for one app instance (each one is documented in the package README).
 
 Each app owns its :class:`CollectorRegistry` (never the global one) so two
 servers in one process, e.g. in tests, never double-register or mix counts.
-Queue depth and process health are read from the runtime at scrape time, so
-they are never stale.
+Queue depth, process health and the workers' memory and CPU are read at scrape
+time, so they are never stale. The server's own process metrics come from
+prometheus_client's standard collectors; the workers' come from psutil, read
+by the parent from each worker's pid (a worker serves no HTTP of its own).
 """
 
 from __future__ import annotations
@@ -11,61 +13,90 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import psutil
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 _PROCESS_STATES = ("starting", "ready", "restarting", "dead", "stopped")
+NO_MODEL = ""
+"""The ``model`` label of requests that never named a served model (a 404, a body that is not JSON)."""
 
 
 class ServingMetrics:
-    """Request, latency, per-stage and per-process metrics."""
+    """Request, latency, per-stage, per-process and per-worker metrics."""
 
     def __init__(
         self,
         queue_depths: Callable[[], Mapping[str, int]],
         health: Callable[[], Mapping[str, Any]],
+        worker_pids: Callable[[], Mapping[str, int | None]] = dict,
+        build: Mapping[str, str] | None = None,
         supervision: Callable[[], Mapping[str, Any]] | None = None,
     ):
-        self.registry = CollectorRegistry()
+        self.registry = registry = CollectorRegistry()
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
+        Info("omni_build", "Versions of omni and its runtime pieces serving this endpoint.", registry=registry).info(dict(build or {}))
         self.requests = Counter(
-            "omni_requests",
-            "HTTP requests by endpoint and status code (499: client went away).",
-            ["endpoint", "status"],
-            registry=self.registry,
+            "omni_requests", "HTTP requests by endpoint, model and status code (499: client went away).",
+            ["endpoint", "model", "status"], registry=registry,
         )
         self.latency = Histogram(
-            "omni_request_latency_seconds",
-            "Wall time from request arrival to the last response byte.",
-            ["endpoint"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            "omni_request_latency_seconds", "Wall time from request arrival to the last response byte.",
+            ["endpoint", "model"], buckets=LATENCY_BUCKETS, registry=registry,
         )
         self.first_audio = Histogram(
-            "omni_time_to_first_audio_seconds",
-            "Wall time from request arrival to the first audio byte of a streamed response.",
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            "omni_time_to_first_audio_seconds", "Wall time from request arrival to the first audio byte of a streamed response.",
+            ["model"], buckets=LATENCY_BUCKETS, registry=registry,
         )
         self.stage_latency = Histogram(
-            "omni_stage_latency_seconds",
-            "Time each stage spent on a request (from the runtime's stage timings).",
-            ["stage"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            "omni_stage_latency_seconds", "Time each stage spent on a request (from the runtime's stage timings).",
+            ["model", "stage"], buckets=LATENCY_BUCKETS, registry=registry,
         )
-        self.in_flight = Gauge("omni_requests_in_flight", "Speech requests being processed.", registry=self.registry)
-        self.registry.register(_RuntimeCollector(queue_depths, health, supervision))
+        self.audio_seconds = Counter("omni_audio_seconds", "Seconds of audio sent to clients.", ["model"], registry=registry)
+        self.input_characters = Counter(
+            "omni_input_characters", "Characters of accepted speech input (before any stage runs).", ["model"], registry=registry,
+        )
+        self.in_flight = Gauge("omni_requests_in_flight", "Speech requests being processed.", registry=registry)
+        registry.register(_RuntimeCollector(queue_depths, health))
+        if supervision is not None:
+            registry.register(_SupervisionCollector(supervision))
+        registry.register(_WorkerCollector(worker_pids))
+        self.transport: dict[str, dict[str, dict[str, int]]] = {}
+        registry.register(_TransportCollector(lambda: self.transport))
 
-    def observe_request(self, endpoint: str, status: int, seconds: float) -> None:
-        self.requests.labels(endpoint=endpoint, status=str(status)).inc()
-        self.latency.labels(endpoint=endpoint).observe(seconds)
+    async def refresh_transport(self, runtime: Any) -> None:
+        """Read the bytes sent per process, peer and transport (a cluster run asks its actors; bounded to 2 s)."""
+        import asyncio
+        import contextlib
 
-    def observe_stages(self, timings: Mapping[str, float] | None) -> None:
+        getter = getattr(runtime, "transport_bytes", None)
+        if getter is None:
+            return
+        with contextlib.suppress(Exception):
+            self.transport = await asyncio.wait_for(getter(), 2.0)
+
+    def observe_request(self, endpoint: str, status: int, seconds: float, model: str = NO_MODEL) -> None:
+        self.requests.labels(endpoint=endpoint, model=model, status=str(status)).inc()
+        self.latency.labels(endpoint=endpoint, model=model).observe(seconds)
+
+    def count(self, endpoint: str, status: int, model: str = NO_MODEL) -> None:
+        self.requests.labels(endpoint=endpoint, model=model, status=str(status)).inc()
+
+    def observe_stages(self, timings: Mapping[str, float] | None, model: str) -> None:
         for stage, seconds in (timings or {}).items():
             if isinstance(seconds, (int, float)) and seconds >= 0:
-                self.stage_latency.labels(stage=stage).observe(float(seconds))
+                self.stage_latency.labels(model=model, stage=stage).observe(float(seconds))
+
+    def observe_audio(self, model: str, seconds: float) -> None:
+        if seconds > 0:
+            self.audio_seconds.labels(model=model).inc(seconds)
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
@@ -74,40 +105,100 @@ class ServingMetrics:
 class _RuntimeCollector(Collector):
     """Scrape-time gauges read from the runtime."""
 
-    def __init__(
-        self,
-        queue_depths: Callable[[], Mapping[str, int]],
-        health: Callable[[], Mapping[str, Any]],
-        supervision: Callable[[], Mapping[str, Any]] | None,
-    ):
+    def __init__(self, queue_depths: Callable[[], Mapping[str, int]], health: Callable[[], Mapping[str, Any]]):
         self._queue_depths = queue_depths
         self._health = health
-        self._supervision = supervision
 
     def describe(self) -> Iterable[GaugeMetricFamily]:
+        return list(self._families({}, {}))
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        return self._families(self._queue_depths(), self._health())
+
+    @staticmethod
+    def _families(depths: Mapping[str, int], health: Mapping[str, Any]) -> Iterable[GaugeMetricFamily]:
+        depth = GaugeMetricFamily("omni_queue_depth", "Requests queued or running in each process instance.", labels=["process"])
+        for process, value in sorted(depths.items()):
+            depth.add_metric([process], float(value))
+        yield depth
+        states = GaugeMetricFamily("omni_process_state", "1 for the state each process instance is in.", labels=["process", "state"])
+        for process, state in sorted((health.get("processes") or {}).items()):
+            for candidate in sorted({*_PROCESS_STATES, str(state)}):
+                states.add_metric([process, candidate], 1.0 if state == candidate else 0.0)
+        yield states
+        yield GaugeMetricFamily("omni_runtime_healthy", "1 when every process instance is ready.", value=1.0 if health.get("healthy") else 0.0)
+
+
+class _WorkerCollector(Collector):
+    """Resident memory and CPU time of every worker process, read through psutil by pid."""
+
+    def __init__(self, worker_pids: Callable[[], Mapping[str, int | None]]):
+        self._worker_pids = worker_pids
+        self._handles: dict[int, psutil.Process] = {}
+
+    def describe(self) -> Iterable[Any]:
+        return list(self._families({}))
+
+    def collect(self) -> Iterable[Any]:
+        return self._families(self._worker_pids())
+
+    def _families(self, pids: Mapping[str, int | None]) -> Iterable[Any]:
+        rss = GaugeMetricFamily("omni_worker_resident_memory_bytes", "Resident memory of each worker process.", labels=["process", "pid"])
+        cpu = CounterMetricFamily("omni_worker_cpu_seconds", "User and system CPU time of each worker process.", labels=["process", "pid"])
+        live: dict[int, psutil.Process] = {}
+        for name, pid in sorted(pids.items()):
+            if not pid:
+                continue
+            try:
+                proc = self._handles.get(pid) or psutil.Process(pid)
+                with proc.oneshot():
+                    memory, times = proc.memory_info(), proc.cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            live[pid] = proc
+            rss.add_metric([name, str(pid)], float(memory.rss))
+            cpu.add_metric([name, str(pid)], float(times.user + times.system))
+        self._handles = live
+        yield rss
+        yield cpu
+
+
+class _TransportCollector(Collector):
+    """Bytes each process sent to each peer, by transport (ipc, shm, tcp); filled with --backend ray."""
+
+    def __init__(self, snapshot: Callable[[], Mapping[str, Mapping[str, Mapping[str, int]]]]):
+        self._snapshot = snapshot
+
+    def describe(self) -> Iterable[CounterMetricFamily]:
+        return list(self._families({}))
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        return self._families(self._snapshot())
+
+    @staticmethod
+    def _families(sent: Mapping[str, Mapping[str, Mapping[str, int]]]) -> Iterable[CounterMetricFamily]:
+        family = CounterMetricFamily("omni_transport_bytes", "Bytes sent from process src to process dst over each transport.", labels=["src", "dst", "transport"])
+        for src, peers in sorted(sent.items()):
+            for dst, counts in sorted(peers.items()):
+                for transport, value in sorted(counts.items()):
+                    family.add_metric([src, dst, transport], float(value))
+        yield family
+
+
+class _SupervisionCollector(Collector):
+    """Restarts by instance and reason, and the latest time to ready of each instance, read at scrape time."""
+
+    def __init__(self, supervision: Callable[[], Mapping[str, Any]]):
+        self._supervision = supervision
+
+    def describe(self) -> Iterable[Any]:
         return [
-            GaugeMetricFamily("omni_queue_depth", "Requests queued or running in each process instance.", labels=["process"]),
-            GaugeMetricFamily("omni_process_state", "1 for the state each process instance is in.", labels=["process", "state"]),
-            GaugeMetricFamily("omni_runtime_healthy", "1 when every process instance is ready."),
             CounterMetricFamily("omni_process_restarts", "Restarts of each process instance, by the reason it died.", labels=["process", "reason"]),
             GaugeMetricFamily("omni_process_time_to_ready_seconds", "Seconds the latest start of each process instance took to be ready.", labels=["process"]),
         ]
 
-    def collect(self) -> Iterable[GaugeMetricFamily]:
-        depth = GaugeMetricFamily("omni_queue_depth", "Requests queued or running in each process instance.", labels=["process"])
-        for process, value in sorted(self._queue_depths().items()):
-            depth.add_metric([process], float(value))
-        yield depth
-        health = self._health()
-        states = GaugeMetricFamily("omni_process_state", "1 for the state each process instance is in.", labels=["process", "state"])
-        for process, state in sorted((health.get("processes") or {}).items()):
-            for candidate in _PROCESS_STATES:
-                states.add_metric([process, candidate], 1.0 if state == candidate else 0.0)
-        yield states
-        yield GaugeMetricFamily(
-            "omni_runtime_healthy", "1 when every process instance is ready.", value=1.0 if health.get("healthy") else 0.0
-        )
-        stats = self._supervision() if self._supervision is not None else {}
+    def collect(self) -> Iterable[Any]:
+        stats = self._supervision()
         restarts = CounterMetricFamily("omni_process_restarts", "Restarts of each process instance, by the reason it died.", labels=["process", "reason"])
         for (process, reason), count in sorted((stats.get("restarts") or {}).items()):
             restarts.add_metric([process, reason], float(count))

@@ -1,37 +1,97 @@
 """Validation of ``POST /v1/audio/speech`` bodies into the entry payload.
 
-Hand-written rather than a pydantic model so each rejection carries the
-OpenAI ``param`` and ``code`` a client can act on, and so the size limits are
-checked before anything reaches the runtime.
+One pydantic model (:class:`SpeechBody`) holds every field the server or a
+bundled model reads, with its type and range; fields it does not know are still
+passed to the entry stage (custom pipelines read their own), but only as
+bounded JSON: 64-bit integers, finite floats, valid Unicode, nesting at most
+:data:`MAX_EXTRA_DEPTH` deep. The JSON parser itself refuses the inputs that
+would otherwise surface later as a 500 or a misleading 503: numbers of
+thousands of digits, 30,000-deep nesting, ``NaN``. Every rejection is an
+:class:`APIError` carrying OpenAI's ``param`` and ``code``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from .audio import AUDIO_FORMATS, STREAMING_FORMATS
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator, model_validator
+
+from .audio import AUDIO_FORMATS
 from .errors import APIError, bad_request
 
 DEFAULT_MAX_INPUT_CHARS = 4096
 """OpenAI's own limit for ``input``."""
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
-"""Enough for 4096 characters JSON-escaped as ``\\uXXXX`` plus the other fields."""
+"""Enough for 4096 characters JSON-escaped as ``\\uXXXX`` plus the other fields; raise it
+(``--max-body-bytes``) to accept ``ref_audio`` recordings longer than about a second."""
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
-
-_KNOWN = {"model", "input", "voice", "response_format", "speed", "stream", "stream_format", "instructions"}
-_RESERVED = {"text", "request_id"}
+MAX_INT_DIGITS = 40
+"""Longest integer literal parsed; fields then check their own range (64-bit for extras)."""
+MAX_EXTRA_DEPTH = 8
+"""Deepest nesting accepted inside an extra field."""
+INT64 = (-(2**63), 2**63 - 1)
+_RESERVED = frozenset({"text", "request_id"})
 """Extra fields that would overwrite what the runtime or the entry payload owns."""
+
+Number = StrictInt | StrictFloat
+
+
+class VoiceObject(BaseModel):
+    """OpenAI's custom-voice form ``{"id": "..."}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: Annotated[StrictStr, Field(min_length=1, max_length=128)]
+
+
+class SpeechBody(BaseModel):
+    """Every known field of a speech request; unknown ones are kept as ``model_extra``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+
+    model: Annotated[StrictStr, Field(max_length=256)] | None = None
+    input: StrictStr
+    voice: Annotated[StrictStr, Field(max_length=128)] | VoiceObject | None = None
+    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] | None = None
+    speed: Annotated[Number, Field(ge=MIN_SPEED, le=MAX_SPEED)] | None = None
+    stream: StrictBool | None = None
+    """omni's own switch, equivalent to ``stream_format: "audio"``."""
+    stream_format: Literal["sse", "audio"] | None = None
+    instructions: Annotated[StrictStr, Field(max_length=4096)] | None = None
+    # fields the bundled models read (docs: the model's README); ranges bound what reaches a stage
+    ref_audio: Annotated[StrictStr, Field(max_length=16 * 1024 * 1024)] | None = None
+    """A reference recording for voice cloning: base64 WAV, optionally as a ``data:audio/wav;base64,`` URL."""
+    seed: Annotated[StrictInt, Field(ge=0, le=INT64[1])] | None = None
+    max_new_tokens: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+
+    @field_validator("model", "input", "voice", "instructions", mode="after")
+    @classmethod
+    def _valid_unicode(cls, value: Any) -> Any:
+        if isinstance(value, str) and not _utf8(value):
+            raise ValueError("string is not valid Unicode (it holds a lone surrogate)")
+        return value
+
+    @model_validator(mode="after")
+    def _extras_are_bounded_json(self) -> SpeechBody:
+        for key, value in (self.model_extra or {}).items():
+            if key in _RESERVED:
+                raise ValueError(f"[{key}] field {key!r} is reserved; send the text as 'input'")
+            problem = _json_problem(value, 1)
+            if problem:
+                raise ValueError(f"[{key}] {key}: {problem}")
+        return self
 
 
 @dataclass(frozen=True)
 class SpeechLimits:
     max_input_chars: int = DEFAULT_MAX_INPUT_CHARS
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    default_format: str = "wav"
+    default_format: str = "mp3"
 
 
 @dataclass(frozen=True)
@@ -44,27 +104,34 @@ class SpeechRequest:
     response_format: str
     speed: float
     stream: bool
+    stream_format: str | None = None
+    """``"sse"`` for server-sent events, ``"audio"`` (or ``stream: true``) for raw streamed audio."""
     instructions: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def sse(self) -> bool:
+        return self.stream_format == "sse"
+
     def entry_data(self) -> dict[str, Any]:
         data: dict[str, Any] = dict(self.extra)
-        data.update(
-            text=self.text,
-            voice=self.voice,
-            speed=self.speed,
-            response_format=self.response_format,
-            stream=self.stream,
-        )
+        data.update(text=self.text, voice=self.voice, speed=self.speed, response_format=self.response_format, stream=self.stream)
         if self.instructions is not None:
             data["instructions"] = self.instructions
         return data
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
+    """Strict JSON: bounded integer literals, no NaN/Infinity, bounded nesting, UTF-8."""
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_int=_bounded_int, parse_float=_finite_float, parse_constant=_no_constant)
+    except _NumberError as exc:
+        raise bad_request(f"request body has {exc}", code="invalid_json") from None
+    except RecursionError:
+        raise bad_request("request body is nested too deeply to be a speech request", code="invalid_json") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise bad_request(f"request body is not valid JSON: {exc}", code="invalid_json") from None
+    except ValueError as exc:  # json's own guards (e.g. the int digit limit) raise plain ValueError
         raise bad_request(f"request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(body, dict):
         raise bad_request(f"request body must be a JSON object, got {type(body).__name__}", code="invalid_json")
@@ -72,34 +139,30 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 
 
 def parse_speech(body: Mapping[str, Any], models: tuple[str, ...], limits: SpeechLimits) -> SpeechRequest:
-    model = _model(body.get("model"), models)
-    text = _input(body.get("input", None), "input" in body, limits.max_input_chars)
-    voice = _voice(body.get("voice"))
-    fmt = _format(body.get("response_format"), limits.default_format)
-    speed = _speed(body.get("speed"))
-    stream = _stream(body.get("stream"), body.get("stream_format"))
-    if stream and fmt not in STREAMING_FORMATS:
-        raise bad_request(
-            f"response_format {fmt!r} cannot be streamed; streaming supports {', '.join(STREAMING_FORMATS)}. "
-            "Use stream=false for this format or pick a streaming one",
-            param="response_format",
-            code="unsupported_stream_format",
-        )
-    instructions = body.get("instructions")
-    if instructions is not None and not isinstance(instructions, str):
-        raise bad_request("instructions must be a string", param="instructions", code="invalid_type")
-    extra = {k: v for k, v in body.items() if k not in _KNOWN}
-    for key in extra:
-        if key in _RESERVED:
-            raise bad_request(f"field {key!r} is reserved; send the text as 'input'", param=key, code="reserved_field")
-    return SpeechRequest(model, text, voice, fmt, speed, stream, instructions, extra)
+    if "input" not in body or body.get("input") is None:
+        raise bad_request("input is required: the text to synthesize", param="input", code="missing_required_parameter")
+    try:
+        parsed = SpeechBody.model_validate(dict(body))
+    except ValidationError as exc:
+        raise _from_validation(exc) from None
+    model = _model(parsed.model, models)
+    text = _input(parsed.input, limits.max_input_chars)
+    voice = parsed.voice.id if isinstance(parsed.voice, VoiceObject) else parsed.voice
+    fmt = parsed.response_format or limits.default_format
+    stream_format = parsed.stream_format or ("audio" if parsed.stream else None)
+    extra = dict(parsed.model_extra or {})
+    for name in ("seed", "max_new_tokens"):
+        if getattr(parsed, name) is not None:
+            extra[name] = getattr(parsed, name)
+    if parsed.ref_audio is not None:
+        extra["ref_audio"] = _ref_audio(parsed.ref_audio)
+    speed = 1.0 if parsed.speed is None else float(parsed.speed)
+    return SpeechRequest(model, text, voice, fmt, speed, stream_format is not None, stream_format, parsed.instructions, extra)
 
 
-def _model(value: Any, models: tuple[str, ...]) -> str:
+def _model(value: str | None, models: tuple[str, ...]) -> str:
     if value is None:
         return models[0]
-    if not isinstance(value, str):
-        raise bad_request("model must be a string", param="model", code="invalid_type")
     if value not in models:
         raise APIError(
             404,
@@ -110,65 +173,102 @@ def _model(value: Any, models: tuple[str, ...]) -> str:
     return value
 
 
-def _input(value: Any, present: bool, max_chars: int) -> str:
-    if not present or value is None:
-        raise bad_request("input is required: the text to synthesize", param="input", code="missing_required_parameter")
-    if not isinstance(value, str):
-        raise bad_request(f"input must be a string, got {type(value).__name__}", param="input", code="invalid_type")
+def _input(value: str, max_chars: int) -> str:
     if not value.strip():
         raise bad_request("input is empty: give the text to synthesize", param="input", code="empty_input")
     if len(value) > max_chars:
-        raise bad_request(
-            f"input is {len(value)} characters; the maximum is {max_chars}. Split the text into several requests",
+        raise APIError(
+            413,
+            f"input is {len(value)} characters; this server accepts at most {max_chars}. Split the text into several requests",
             param="input",
             code="string_above_max_length",
         )
     return value
 
 
-def _voice(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, dict) and set(value) == {"id"} and isinstance(value["id"], str):
-        return value["id"]  # OpenAI's custom-voice object form
-    raise bad_request('voice must be a string or {"id": "<voice>"}', param="voice", code="invalid_type")
+def _ref_audio(value: str) -> bytes:
+    _, _, payload = value.partition("base64,") if value.startswith("data:") else ("", "", value)
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise bad_request("ref_audio must be a base64-encoded WAV file (or a data:audio/wav;base64, URL)", param="ref_audio", code="invalid_value") from None
 
 
-def _format(value: Any, default: str) -> str:
-    if value is None:
-        return default
-    if not isinstance(value, str) or value not in AUDIO_FORMATS:
-        raise bad_request(
-            f"response_format {value!r} is not supported; supported: {', '.join(AUDIO_FORMATS)}",
-            param="response_format",
-            code="unsupported_response_format",
-        )
-    return value
+_CODES = {"response_format": "unsupported_response_format", "stream_format": "unsupported_stream_format"}
+_TYPE_ERRORS = ("_type", "_parsing", "model_attributes_type", "is_instance_of", "union_tag_invalid")
 
 
-def _speed(value: Any) -> float:
-    if value is None:
-        return 1.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise bad_request("speed must be a number", param="speed", code="invalid_type")
-    if not MIN_SPEED <= value <= MAX_SPEED:
-        raise bad_request(
-            f"speed {value} is out of range; it must be between {MIN_SPEED} and {MAX_SPEED}",
-            param="speed",
-            code="invalid_value",
-        )
-    return float(value)
+def _from_validation(exc: ValidationError) -> APIError:
+    """The first problem, with OpenAI's ``param`` (the field) and a code a client can branch on."""
+    error = exc.errors(include_url=False)[0]
+    message = str(error.get("msg", "invalid value"))
+    if message.startswith("Value error, [") and "] " in message:  # an extra field: "[name] reason"
+        param, _, reason = message.removeprefix("Value error, [").partition("] ")
+        code = "reserved_field" if "reserved" in reason else "invalid_value"
+        return bad_request(reason, param=param, code=code)
+    loc = [str(part) for part in error.get("loc", ()) if not str(part).startswith(("function-", "constrained-", "is-instance"))]
+    param = loc[0] if loc else None
+    kind = str(error.get("type", ""))
+    code = _CODES.get(param or "") or ("invalid_type" if kind.endswith(_TYPE_ERRORS) else "invalid_value")
+    if code.startswith("unsupported") and param == "response_format":
+        message = f"response_format {error.get('input')!r} is not supported; supported: {', '.join(AUDIO_FORMATS)}"
+    elif code.startswith("unsupported"):
+        message = f"stream_format {error.get('input')!r} is not supported; use 'audio' (raw audio bytes) or 'sse' (server-sent events)"
+    elif kind == "string_unicode" or "surrogate" in message:
+        code = "invalid_unicode"
+    return bad_request(f"{param}: {message}" if param else message, param=param, code=code)
 
 
-def _stream(value: Any, stream_format: Any) -> bool:
-    if stream_format not in (None, "audio"):
-        raise bad_request(
-            f"stream_format {stream_format!r} is not supported; only 'audio' (raw audio bytes) is",
-            param="stream_format",
-            code="unsupported_stream_format",
-        )
-    if value is None:
+def _json_problem(value: Any, depth: int) -> str | None:
+    """Why ``value`` cannot travel to a stage as plain data, or None."""
+    if depth > MAX_EXTRA_DEPTH:
+        return f"nested deeper than {MAX_EXTRA_DEPTH} levels"
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None if INT64[0] <= value <= INT64[1] else "integer outside the signed 64-bit range"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "number is not finite"
+    if isinstance(value, str):
+        return None if _utf8(value) else "string is not valid Unicode (a lone surrogate)"
+    if isinstance(value, list):
+        return next((p for p in (_json_problem(v, depth + 1) for v in value) if p), None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = None if _utf8(key) else "key is not valid Unicode" if isinstance(key, str) else "key is not a string"
+            problem = problem or _json_problem(item, depth + 1)
+            if problem:
+                return problem
+        return None
+    return f"unsupported value of type {type(value).__name__}"
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
         return False
-    if not isinstance(value, bool):
-        raise bad_request("stream must be true or false", param="stream", code="invalid_type")
+    return True
+
+
+class _NumberError(ValueError):
+    pass
+
+
+def _bounded_int(literal: str) -> int:
+    if len(literal.lstrip("-")) > MAX_INT_DIGITS:
+        raise _NumberError(f"an integer of {len(literal.lstrip('-'))} digits; integers are limited to {MAX_INT_DIGITS} digits")
+    return int(literal)
+
+
+def _finite_float(literal: str) -> float:
+    if len(literal) > 64:
+        raise _NumberError(f"a number literal of {len(literal)} characters; numbers are limited to 64")
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _NumberError(f"the number {literal[:20]} which overflows a 64-bit float")
     return value
+
+
+def _no_constant(name: str) -> Any:
+    raise _NumberError(f"{name}, which is not JSON; send a finite number")

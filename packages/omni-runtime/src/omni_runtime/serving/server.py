@@ -19,13 +19,15 @@ import logging
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
 
 from .app import ServingSettings, create_app
+from .guard import ACCEPT_BURST, ConnectionLimits, guarded_protocol
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 log = logging.getLogger("omni.serving")
@@ -40,6 +42,11 @@ class ServeOptions:
     log_level: str = "info"
     shutdown_grace: float = 30.0
     """Seconds in-flight requests get to finish after SIGTERM or Ctrl-C; the rest fail with 503 ``shutdown``."""
+    root_path: str = ""
+    """The path prefix a reverse proxy serves this server under (uvicorn's root_path)."""
+    keep_alive: float = 5.0
+    """Seconds an idle keep-alive connection stays open."""
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 
 class BindError(Exception):
@@ -116,7 +123,8 @@ class _Server(uvicorn.Server):
 
     async def _drain(self) -> None:
         try:
-            await self._runtime.shutdown(grace=self._grace)
+            if self._runtime.health().get("status") != "starting":  # still starting: serve_runtime stops the start
+                await self._runtime.shutdown(grace=self._grace)
         finally:
             self.should_exit = True
 
@@ -139,14 +147,79 @@ async def serve_runtime(
     options: ServeOptions,
     sock: socket.socket,
     announce: Callable[[str], None] = print,
+    start_runtime: bool = False,
 ) -> None:
-    """Serve ``runtime`` (already started) on ``sock`` until SIGINT/SIGTERM, then shut it down."""
+    """Serve ``runtime`` on ``sock`` until SIGINT/SIGTERM, then shut it down.
+
+    With ``start_runtime`` the port answers first (``/health`` says ``starting``, 503)
+    while the runtime builds its stages; a start-up failure stops the server and is raised.
+    """
     app = create_app(runtime, settings)
-    config = uvicorn.Config(app, log_level=options.log_level, lifespan="off", access_log=False, timeout_graceful_shutdown=_FLUSH_S, log_config=None)
+    config = uvicorn.Config(
+        app,
+        log_level=options.log_level,
+        lifespan="off",
+        access_log=False,
+        timeout_graceful_shutdown=_FLUSH_S,
+        log_config=None,
+        http=guarded_protocol(options.connections),
+        h11_max_incomplete_event_size=options.connections.max_header_bytes,
+        timeout_keep_alive=max(1, round(options.keep_alive)),
+        root_path=options.root_path,
+        server_header=False,
+        backlog=ACCEPT_BURST,
+    )
     server = _Server(config, runtime, options.shutdown_grace)
+    url = bound_url(sock)
+    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
-        announce(f"omni: serving {', '.join(settings.models)} on {bound_url(sock)} (OpenAI API at /v1/audio/speech)")
-        await server.serve(sockets=[sock])
+        if start_runtime:
+            announce(f"omni: listening on {url} while the pipeline starts (GET /health answers 503 'starting' until it is ready)")
+            await _start(runtime, serving, announce)
+        announce(f"omni: serving {', '.join(settings.models)} on {url} (OpenAI API at /v1/audio/speech, topology page at /)")
+        await serving
     finally:
+        if not serving.done():
+            server.should_exit = True
+            with contextlib.suppress(BaseException):
+                await serving
         sock.close()
         await runtime.shutdown(grace=options.shutdown_grace)
+
+
+async def _start(runtime: Any, serving: asyncio.Future[Any], announce: Callable[[str], None]) -> None:
+    """Start the runtime while uvicorn serves; report each process as it becomes ready."""
+    starting = asyncio.ensure_future(runtime.start())
+    watcher = asyncio.ensure_future(_report_progress(runtime, announce))
+    try:
+        done, _ = await asyncio.wait({starting, serving}, return_when=asyncio.FIRST_COMPLETED)
+        if starting not in done:  # SIGINT/SIGTERM while starting: uvicorn stopped first
+            starting.cancel()
+            with contextlib.suppress(BaseException):
+                await starting
+            raise asyncio.CancelledError
+        starting.result()
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(BaseException):
+            await watcher
+
+
+async def _report_progress(runtime: Any, announce: Callable[[str], None]) -> None:
+    """One line per process instance as it turns ready (or dies) while the pipeline starts."""
+    began = time.perf_counter()
+    seen: dict[str, str] = {}
+    stages = {inst.name: [p.stage for p in inst.stages] for inst in runtime.topology.instances}
+
+    def report() -> None:
+        for name, state in (runtime.health().get("processes") or {}).items():
+            if seen.get(name) != state and state != "starting":
+                announce(f"omni: process {name} {state} after {time.perf_counter() - began:.1f} s (stages: {', '.join(stages.get(name, []))})")
+            seen[name] = state
+
+    try:
+        while True:
+            report()
+            await asyncio.sleep(0.1)
+    finally:
+        report()  # the last process's transition happens as start() returns

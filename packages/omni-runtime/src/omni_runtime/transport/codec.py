@@ -54,6 +54,7 @@ from .wire import (
     MAGIC,
     TUPLE_MARK,
     VERSION,
+    WHERE_CHUNKED,
     WHERE_INLINE,
     WHERE_SHM,
     CodecLimits,
@@ -130,9 +131,14 @@ class Codec:
         inline_bytes_max: int = DEFAULT_INLINE_BYTES_MAX,
         limits: CodecLimits = DEFAULT_LIMITS,
         shm_timeout: float | None = None,
+        chunk_bytes: int | None = None,
     ) -> None:
         if shm_threshold < 1:
             raise ValueError(f"shm_threshold={shm_threshold} must be >= 1 byte")
+        if chunk_bytes is not None and chunk_bytes < 1:
+            raise ValueError(f"chunk_bytes={chunk_bytes} must be >= 1 byte")
+        self.chunk_bytes = chunk_bytes
+        """Largest frame an inline tensor is split into (a TCP hop between nodes); None: one frame per tensor."""
         self.pool = pool
         self.reader = reader
         self.shm_threshold = int(shm_threshold)
@@ -298,11 +304,19 @@ class Codec:
                 raise CodecError(f"{path_str(path)}: more than {self.limits.max_shm_refs} shared-memory tensors in one message")
             st.refs.append([lease.ref.name, lease.ref.gen, lease.ref.nbytes])
             return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_SHM, len(st.refs) - 1))
-        self._check_buffer(nbytes, st, path)
         if not x.is_cpu:
             x = x.cpu()
         if not x.is_contiguous():
             x = x.contiguous()
+        chunk = self.chunk_bytes
+        if chunk is not None and nbytes > chunk:  # no frame larger than chunk_bytes
+            whole = memoryview(_tensor_bytes(x)).cast("B")
+            first = len(st.buffers)
+            for start in range(0, nbytes, chunk):
+                self._check_buffer(min(chunk, nbytes - start), st, path)
+                st.buffers.append(whole[start : start + chunk])
+            return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_CHUNKED, first))
+        self._check_buffer(nbytes, st, path)
         st.buffers.append(_tensor_bytes(x))
         return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_INLINE, len(st.buffers) - 1))
 

@@ -19,7 +19,7 @@ import torch
 
 from .errors import CodecError
 from .shm import ShmRef
-from .wire import MAGIC, VERSION, WHERE_INLINE, BytesRef, CodecLimits, TensorRef, TupleMark, body_decoder
+from .wire import MAGIC, VERSION, WHERE_CHUNKED, WHERE_INLINE, BytesRef, CodecLimits, TensorRef, TupleMark, body_decoder
 
 DECODED_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
 """Types MessagePack decodes to that the walk returns unchanged."""
@@ -136,6 +136,8 @@ class DecodeWalk:
         if len(ref.shape) > self.limits.max_ndim:
             raise CodecError(f"malformed message: tensor rank {len(ref.shape)} over the limit of {self.limits.max_ndim}")
         nbytes = math.prod(ref.shape) * ref.dtype.itemsize
+        if ref.where == WHERE_CHUNKED:
+            return self._joined(ref, nbytes)
         if ref.where == WHERE_INLINE:
             if ref.index >= len(self.bufs) or ref.index in self.used_bufs:
                 raise CodecError(f"malformed message: tensor buffer {ref.index} is out of range or reused")
@@ -161,3 +163,20 @@ class DecodeWalk:
         if nbytes == 0:
             return torch.empty(ref.shape, dtype=ref.dtype)
         return flat.view(ref.dtype).view(ref.shape)
+
+    def _joined(self, ref: TensorRef, nbytes: int) -> torch.Tensor:
+        """Copy a chunked tensor's consecutive frames into one new tensor (the frames must add up exactly)."""
+        out = torch.empty(nbytes, dtype=torch.uint8)
+        flat = out.numpy()
+        filled, index = 0, ref.index
+        while filled < nbytes:
+            if index >= len(self.bufs) or index in self.used_bufs:
+                raise CodecError(f"malformed message: chunked tensor needs {nbytes} bytes, its frames end after {filled}")
+            self.used_bufs.add(index)
+            part = self.bufs[index]
+            if part.nbytes == 0 or filled + part.nbytes > nbytes:
+                raise CodecError(f"malformed message: chunk frame {index} of {part.nbytes} bytes does not fit a {nbytes}-byte tensor")
+            flat[filled : filled + part.nbytes] = part
+            filled += part.nbytes
+            index += 1
+        return out.view(ref.dtype).view(ref.shape) if nbytes else torch.empty(ref.shape, dtype=ref.dtype)

@@ -9,14 +9,14 @@ created the run (the parent) removes them, with :meth:`RunDir.cleanup`.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 
+from omni_config.names import endpoint_name_problem
+
 from .shm import cleanup_run, new_run_prefix, validate_prefix
 
-_ENDPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 _MAX_IPC_PATH = 107  # sun_path limit on Linux, minus the terminating NUL
 
 
@@ -42,8 +42,9 @@ class RunDir:
 
     def address(self, name: str) -> str:
         """``ipc://`` address of the endpoint ``name`` (e.g. ``"vocoder@r1"``)."""
-        if not _ENDPOINT_NAME_RE.match(name):
-            raise ValueError(f"endpoint name {name!r} is invalid: use 1-64 characters of letters, digits, '_', '.', '@', '-'")
+        problem = endpoint_name_problem(name)  # the same check omni-compile runs on every instance name
+        if problem:
+            raise ValueError(f"endpoint name {name!r} is invalid: {problem}")
         path = os.path.join(self.path, f"{name}.sock")
         if len(path.encode()) > _MAX_IPC_PATH:
             raise ValueError(

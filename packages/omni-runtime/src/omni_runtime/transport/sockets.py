@@ -43,6 +43,11 @@ class SocketChannel:
             raise ChannelClosedError(f"channel {self.address} is closed")
 
     @property
+    def socket(self) -> zmq.Socket:
+        """The ZeroMQ socket, e.g. to bind an inbox on a second endpoint (TCP besides ipc://)."""
+        return self._sock
+
+    @property
     def closed(self) -> bool:
         return self._closed
 

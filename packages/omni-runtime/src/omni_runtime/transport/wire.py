@@ -29,6 +29,8 @@ EXT_BYTES = 3
 TUPLE_MARK = msgspec.msgpack.Ext(EXT_TUPLE, b"")
 WHERE_INLINE = 0
 WHERE_SHM = 1
+WHERE_CHUNKED = 2
+"""A large tensor split into consecutive buffer frames (``index`` is the first); see ``Codec(chunk_bytes=...)``."""
 
 INT_MIN = -(1 << 63)
 INT_MAX = (1 << 64) - 1
@@ -107,7 +109,7 @@ def ext_hook(code: int, data: memoryview) -> Any:
             )
         if not isinstance(shape, list) or not all(type(d) is int and 0 <= d < (1 << 62) for d in shape):
             raise CodecError(f"malformed tensor shape {shape!r} in message")
-        if where not in (WHERE_INLINE, WHERE_SHM) or type(index) is not int or index < 0:
+        if where not in (WHERE_INLINE, WHERE_SHM, WHERE_CHUNKED) or type(index) is not int or index < 0:
             raise CodecError(f"malformed tensor location {where!r}/{index!r} in message")
         return TensorRef(dtype, tuple(shape), where, index)
     if code == EXT_BYTES:

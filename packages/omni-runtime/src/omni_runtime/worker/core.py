@@ -46,7 +46,13 @@ class Worker(Inbound, Execution, Outbound):
         from ..transport import RunDir
 
         self.loop = asyncio.get_running_loop()
-        self.plane = Plane(RunDir.from_dict(self.run_spec), self.name, self.options.shm_budget_bytes)
+        run = RunDir.from_dict(self.run_spec)
+        if "node" in self.run_spec:  # placed on a node of a cluster: IPC on this node, TCP to the others
+            from ..raycluster.dataplane import NodePlane
+
+            self.plane = NodePlane(run, self.name, self.run_spec["node"], self.run_spec.get("peers"), self.options.shm_budget_bytes)
+        else:
+            self.plane = Plane(run, self.name, self.options.shm_budget_bytes)
         self.to_parent = self.plane.outbox(E.PARENT)
         try:
             with self._sigterm_reported():  # from the start: a SIGTERM while building or right after ready is reported too
@@ -56,7 +62,8 @@ class Worker(Inbound, Execution, Outbound):
                     log.error("failed to start (stage %s):\n%s", exc.stage or "-", exc.tb.rstrip())
                     await self.to_parent.send(E.header(E.STARTUP_ERROR, stage=exc.stage or "", src=self.name, has_data=True), exc.tb)
                     return
-                await self.to_parent.send(E.header(E.READY, src=self.name))
+                endpoint = self.plane.endpoint() if hasattr(self.plane, "endpoint") else None  # where peers on other nodes reach us
+                await self.to_parent.send(E.header(E.READY, src=self.name, has_data=endpoint is not None), endpoint)
                 try:
                     await self._serve()
                 finally:

@@ -18,7 +18,7 @@ from .. import envelope as E
 from .. import logs
 from ..channel import ChunkChannel
 from ..context import StageContext
-from ..errors import RequestCancelled
+from ..errors import InvalidRequest, RequestCancelled
 from ..payload import StagePayload
 from ..stage import as_payload
 from .state import RequestState, WorkerState
@@ -94,5 +94,8 @@ class Execution(WorkerState):
         log.error("request %s failed: %s", req.rid, message, exc_info=(type(exc), exc, exc.__traceback__), extra={"stage": stage})
         self._abort(req)
         self._mark_finished(req.rid)
-        await self.to_parent.send(E.header(E.ERROR, rid=req.rid, stage=stage, src=self.name, timings=req.timings, text=message, has_data=True), detail)
+        header = E.header(E.ERROR, rid=req.rid, stage=stage, src=self.name, timings=req.timings, text=message, has_data=True)
+        if isinstance(exc, InvalidRequest):  # the client's mistake: its own words, and the field at fault
+            header[E.TEXT], header[E.PARAM] = exc.message, exc.param
+        await self.to_parent.send(header, detail)
 

@@ -117,6 +117,9 @@ class Inbound(WorkerState):
             peer = h.get(E.SRC, "")
             self.plane.peer_died(peer)
             return None
+        if kind == E.PEERS:
+            self.plane.learn(msg.payload())
+            return None
         if rid in self.finished:
             msg.discard()
             return None

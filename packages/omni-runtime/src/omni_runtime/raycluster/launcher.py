@@ -1,0 +1,306 @@
+"""Start, watch and stop the instances of one run as Ray actors (``Runtime(..., backend="ray")``).
+
+Ray does placement and lifecycle only: which node (and which GPUs) each
+instance gets, and telling the parent when an actor is gone. Requests never go
+through Ray; the actors speak omni's own data plane (see :mod:`.actor`).
+
+Before anything starts, every request is checked against what the cluster
+offers (a custom resource no node has, GPUs on a GPU-less cluster), and all
+the problems are reported at once instead of leaving an actor pending forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from omni_compiler.topology import CompiledTopology
+
+from ..errors import StartupError
+from .placement import ActorRequest, RayPlan, plan
+
+STARTING = "starting"
+NAMESPACE = "omni"
+"""Ray namespace of every omni actor (``ray list actors --filter namespace=omni``)."""
+_LOOPBACK = {"RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@dataclass
+class RayWorker:
+    """One instance's actor, as the runtime sees it (the fields a spawned worker has too)."""
+
+    name: str
+    actor: Any
+    pid: int | None = None
+    state: str = STARTING
+    exited: asyncio.Future[int] = field(default=None)  # type: ignore[assignment]
+    reason: str = ""
+    """Why the actor ended, in words (``its Ray actor died: node removed``)."""
+    node: dict[str, Any] = field(default_factory=dict)
+
+
+def actor_name(run_id: str, instance: str) -> str:
+    return f"omni:{run_id}:{instance}"
+
+
+def connect(address: str | None) -> bool:
+    """Connect to the cluster at ``address`` (``auto`` included), or start a local Ray; True when we started it.
+
+    A driver that is already connected (``ray.init`` called by the program) is reused as is.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    for key, value in _LOOPBACK.items():
+        os.environ.setdefault(key, value)
+    if address:
+        ray.init(address=address, namespace=NAMESPACE, logging_level="WARNING")
+        return False
+    ray.init(namespace=NAMESPACE, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="WARNING", object_store_memory=200 << 20)
+    return True
+
+
+def parent_node() -> dict[str, str]:
+    import ray
+
+    return {"id": ray.get_runtime_context().get_node_id(), "host": ray.util.get_node_ip_address()}
+
+
+def infeasible(ray_plan: RayPlan, nodes: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """``(instance, why)`` for every request no alive node can satisfy (resources only; label selectors are Ray's to judge)."""
+    alive = [n for n in nodes if n.get("Alive", n.get("alive", False))]
+    offered = sorted({key for n in alive for key in n.get("Resources", {}) if not key.startswith("node:") and "_group_" not in key})
+    problems = []
+    for request in ray_plan.actors:
+        wanted = dict(request.resources)
+        if request.num_gpus:
+            wanted["GPU"] = request.num_gpus
+        if not wanted:
+            continue
+        if not any(all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in wanted.items()) for n in alive):
+            missing = ", ".join(f"{k}: {v:g}" for k, v in wanted.items())
+            fix = "start the program with --device cpu, or add GPU nodes" if "GPU" in wanted and not request.resources else (
+                "start a node offering it (ray start --resources '{...}') or change processes.<process>.ray.resources"
+            )
+            problems.append((request.instance, f"instance {request.instance} needs {{{missing}}} on one node; no alive node offers that (the cluster offers: {', '.join(offered)}); {fix}"))
+    return problems
+
+
+class RayLauncher:
+    """The Ray counterpart of the local spawn launcher (same ``workers`` / ``alive`` / ``kill_all`` surface)."""
+
+    def __init__(
+        self,
+        topology: CompiledTopology,
+        run_json: str,
+        options: Any,
+        on_exit: Callable[[Any], None],
+        run_id: str,
+        address: str | None = None,
+    ) -> None:
+        self.topology = topology
+        self.run_json = run_json
+        self.options = options
+        self.on_exit = on_exit
+        self.run_id = run_id
+        self.address = address
+        self.plan = plan(topology, cpu_only=options.device == "cpu")
+        self.workers: dict[str, RayWorker] = {}
+        self._groups: dict[str, Any] = {}
+        self._owns_ray = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._actor_class: Any = None
+
+    # -- start ---------------------------------------------------------------------------------
+    async def connect(self, timeout: float) -> dict[str, str]:
+        """Join (or start) Ray, check the plan against the cluster and reserve the TP placement groups.
+
+        Returns the parent's node (id and address). Raises :class:`StartupError` naming every
+        request the cluster cannot satisfy.
+        """
+        import ray
+        from ray.util.placement_group import placement_group
+
+        self._loop = asyncio.get_running_loop()
+        self._owns_ray = await self._loop.run_in_executor(None, connect, self.address)
+        problems = infeasible(self.plan, ray.nodes())
+        if problems:
+            names = ", ".join(name for name, _why in problems)
+            raise StartupError(None, names, "", reason="Ray cannot place it:\n  " + "\n  ".join(why for _name, why in problems))
+        for group in self.plan.groups:
+            selectors = [dict(group.label_selector) for _ in group.bundles] if group.label_selector else None
+            pg = placement_group([dict(b) for b in group.bundles], strategy="STRICT_PACK", name=f"omni:{self.run_id}:{group.key}", bundle_label_selector=selectors)
+            self._groups[group.key] = pg
+        for key, pg in self._groups.items():
+            try:
+                await asyncio.wait_for(asyncio.wrap_future(pg.ready().future()), timeout)
+            except asyncio.TimeoutError:
+                bundles = [b for g in self.plan.groups if g.key == key for b in g.bundles]
+                raise StartupError(None, key, "", reason=(
+                    f"Ray could not reserve the TP ranks of {key} on one node (STRICT_PACK, bundles {bundles}) within {timeout:g} s; "
+                    "a node needs all of them at once"
+                )) from None
+        self._actor_class = ray.remote(_actor_class())
+        return parent_node()
+
+    def spawn_all(self) -> None:
+        for request in self.plan.actors:
+            self._spawn(request)
+
+    def respawn(self, name: str) -> RayWorker:
+        """A fresh actor for ``name`` (same request; Ray picks any node that satisfies it)."""
+        return self._spawn(self.plan.actor(name))
+
+    def _spawn(self, request: ActorRequest) -> RayWorker:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        assert self._loop is not None
+        options: dict[str, Any] = {
+            "name": actor_name(self.run_id, request.instance),
+            "namespace": NAMESPACE,
+            "num_cpus": request.num_cpus,
+            "num_gpus": request.num_gpus,
+            "max_concurrency": 4,
+            "max_restarts": 0,
+        }
+        if request.resources:
+            options["resources"] = dict(request.resources)
+        if request.group is not None:
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(self._groups[request.group], placement_group_bundle_index=request.bundle_index)
+        elif request.label_selector:
+            options["label_selector"] = dict(request.label_selector)
+        actor = self._create(options)
+        worker = RayWorker(request.instance, actor, exited=self._loop.create_future())
+        self.workers[request.instance] = worker
+        ref = actor.serve.remote(self.topology.to_json(indent=None), request.instance, self.run_json, self.options.to_json(), list(sys.path))
+        asyncio.wrap_future(ref.future(), loop=self._loop).add_done_callback(lambda fut: self._ended(worker, fut))
+        asyncio.wrap_future(actor.node.remote().future(), loop=self._loop).add_done_callback(lambda fut: self._placed(worker, fut))
+        return worker
+
+    def _create(self, options: dict[str, Any]) -> Any:
+        """Create the named actor; a name still held by the actor it replaces is retried briefly."""
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                return self._actor_class.options(**options).remote()
+            except ValueError as exc:  # "The name ... is already taken": the dead actor's name is released asynchronously
+                if "already taken" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def _placed(self, worker: RayWorker, fut: asyncio.Future[Any]) -> None:
+        if not fut.cancelled() and fut.exception() is None:
+            worker.node = fut.result()
+            worker.pid = worker.node.get("pid")
+
+    def _ended(self, worker: RayWorker, fut: asyncio.Future[Any]) -> None:
+        if worker.exited.done():
+            return
+        if fut.cancelled():
+            code, reason = -9, "its Ray actor was cancelled"
+        elif fut.exception() is not None:
+            code, reason = -9, f"its Ray actor died ({_first_line(fut.exception())})"
+        else:
+            code, reason = 0, "stopped"
+        worker.reason = reason
+        worker.exited.set_result(code)
+        self.on_exit(worker)
+
+    # -- views ---------------------------------------------------------------------------------
+    async def placements(self) -> dict[str, dict[str, Any]]:
+        """Node, address and devices of every live instance (asks each actor)."""
+        names = [w.name for w in self.alive()]
+        refs = [self.workers[n].actor.node.remote() for n in names]
+        results = await asyncio.gather(*(asyncio.wrap_future(r.future()) for r in refs), return_exceptions=True)
+        return {n: r for n, r in zip(names, results) if isinstance(r, dict)}
+
+    async def transport_bytes(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Bytes sent per instance, peer and transport."""
+        names = [w.name for w in self.alive()]
+        refs = [self.workers[n].actor.transport_bytes.remote() for n in names]
+        results = await asyncio.gather(*(asyncio.wrap_future(r.future()) for r in refs), return_exceptions=True)
+        return {n: r for n, r in zip(names, results) if isinstance(r, dict)}
+
+    # -- stop ----------------------------------------------------------------------------------
+    def alive(self) -> list[RayWorker]:
+        return [w for w in self.workers.values() if not w.exited.done()]
+
+    async def wait_exited(self, timeout: float) -> bool:
+        pending = [w.exited for w in self.alive()]
+        if not pending:
+            return True
+        _done, not_done = await asyncio.wait(pending, timeout=max(timeout, 0.0))
+        return not not_done
+
+    async def kill_all(self, timeout: float = 5.0) -> None:
+        """Kill every actor (a stopped worker's actor too: its process outlives ``serve``) and wait until Ray reports each gone."""
+        import ray
+
+        for worker in self.workers.values():
+            with contextlib.suppress(Exception):
+                ray.kill(worker.actor, no_restart=True)
+        await self.wait_exited(timeout)
+        names = [actor_name(self.run_id, name) for name in self.workers]
+        assert self._loop is not None
+        await self._loop.run_in_executor(None, _wait_names_released, names, timeout)
+
+    def kill_all_sync(self) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            return
+        for worker in self.workers.values():
+            with contextlib.suppress(Exception):
+                ray.kill(worker.actor, no_restart=True)
+
+    def close(self) -> None:
+        """Free the placement groups and, when this launcher started Ray, stop it."""
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        if not ray.is_initialized():
+            return
+        for pg in self._groups.values():
+            with contextlib.suppress(Exception):
+                remove_placement_group(pg)
+        self._groups.clear()
+        if self._owns_ray:
+            ray.shutdown()
+            self._owns_ray = False
+
+
+def _wait_names_released(names: list[str], timeout: float) -> None:
+    """Return once no actor of ``names`` is alive (Ray frees a killed actor's name asynchronously)."""
+    import ray
+
+    deadline = time.monotonic() + timeout
+    pending = list(names)
+    while pending and time.monotonic() < deadline:
+        still = []
+        for name in pending:
+            try:
+                ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:
+                continue
+            still.append(name)
+        pending = still
+        if pending:
+            time.sleep(0.05)
+
+
+def _actor_class() -> type:
+    from .actor import WorkerActor
+
+    return WorkerActor
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__

@@ -1,0 +1,62 @@
+"""The page at ``/`` and its JSON at ``/v1/topology``.
+
+The drawing is omni-compiler's (:mod:`omni_compiler.render_html`), the same one
+``omni-compile show --format html`` writes; the server adds each process
+instance's live state and queue depth (polled from ``/v1/topology``) and a form
+that synthesises with any voice and format and plays the stream in the page.
+Everything ships in the packages (no CDN, no build step).
+"""
+
+from __future__ import annotations
+
+import html
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from omni_compiler import render_html
+
+
+@cache
+def _static(name: str) -> str:
+    return resources.files("omni_runtime.serving").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def health_status(state: dict[str, Any]) -> str:
+    """The runtime's own status when it reports one, else derived from its processes."""
+    if isinstance(state.get("status"), str):
+        return str(state["status"])
+    if state.get("healthy"):
+        return "ok"
+    processes = dict(state.get("processes") or {}).values()
+    if not processes or ("starting" in processes and "dead" not in processes):
+        return "starting"
+    return "unhealthy"
+
+
+def topology_state(runtime: Any) -> dict[str, Any]:
+    """The compiled view plus, per process instance, its state, queue depth and pid."""
+    health = runtime.health()
+    processes = dict(health.get("processes") or {})
+    depths = runtime.queue_depths()
+    pids = runtime.instance_pids() if hasattr(runtime, "instance_pids") else {}
+    status = health_status(health)
+    instances = {
+        inst.name: {"state": processes.get(inst.name, "starting"), "queue_depth": int(depths.get(inst.name, 0)), "pid": pids.get(inst.name)}
+        for inst in runtime.topology.instances
+    }
+    return {"view": render_html.view(runtime.topology), "live": {"status": status, "instances": instances}}
+
+
+def page_html(runtime: Any, settings: Any) -> str:
+    """The live page: the drawing, the synthesis form (voices and models of this server) and its script."""
+    options = "".join(f'<option value="{html.escape(v)}">{html.escape(v)}</option>' for v in settings.voices)
+    models = "".join(f'<option value="{html.escape(m)}">{html.escape(m)}</option>' for m in settings.models)
+    form = (
+        _static("synth.html")
+        .replace("{{VOICES}}", options)
+        .replace("{{MODELS}}", models)
+        .replace("{{AUTH}}", "required" if settings.api_key else "")
+    )
+    extra = form + "<script>" + _static("live.js") + "</script>"
+    return render_html.page(render_html.view(runtime.topology), extra_body=extra, live=True)
