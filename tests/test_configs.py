@@ -22,7 +22,8 @@ def omni_compile(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_every_config_file_has_a_test_below() -> None:
     assert sorted(p.name for p in CONFIGS.glob("*.yaml")) == sorted(
-        ["higgs_tts.yaml", "higgs_tts_frontend.yaml", "higgs_tts_vocoder_replicas.yaml", "qwen3_tts.yaml", "qwen3_tts_split_preprocessing.invalid.yaml"]
+        ["higgs_tts.yaml", "higgs_tts_frontend.yaml", "higgs_tts_ray.yaml", "higgs_tts_vocoder_replicas.yaml", "qwen3_tts.yaml",
+         "qwen3_tts_split_preprocessing.invalid.yaml"]
     )
 
 
@@ -54,6 +55,17 @@ def test_frontend_redeclaration_is_a_no_op() -> None:
     assert redeclared == base
     assert via_cli == base
     assert render.table(redeclared) == HIGGS_TABLE
+
+
+def test_ray_deployment_keeps_the_spec_table_and_places_processes_by_node() -> None:
+    """The Ray file only adds placement: the same processes as the model, each with its node resource."""
+    result = omni_compile("show", "configs/higgs_tts_ray.yaml", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["table"] == HIGGS_TABLE.splitlines()
+    ray = {p["name"]: p["ray"] for p in data["topology"]["processes"]}
+    assert ray["tts_frontend"]["resources"] == {"node_a": 1} and ray["pipeline"]["resources"] == {"node_a": 1}
+    assert ray["vocoder"]["resources"] == {"node_b": 1}
 
 
 def test_vocoder_replicas_on_gpus_1_and_2() -> None:

@@ -1,6 +1,6 @@
 """Every rule, through the CLI: exit code 1 and the exact config path in `--format json` output.
 
-One row per rule of the spec and of DESIGN.md sections 3-4. Deployment-tier rules are
+One row per rule of the spec (docs/rules.md). Deployment-tier rules are
 triggered with command-line overrides on the spec-shaped fixtures; model-tier rules
 (wiring, contract) need a pipeline file, written per test.
 """
@@ -18,7 +18,7 @@ QWEN3 = FIXTURES / "qwen3_tts.yaml"
 FRACTION = "runtime.resources.total_gpu_memory_fraction"
 
 OVERRIDE_RULES = [
-    # schema and overrides (DESIGN.md section 3)
+    # schema and overrides (docs/concepts.md)
     ("unknown-stage", HIGGS, ["--stages.vocodr.process", "x"], "stages.vocodr"),
     ("unknown-stage-field", HIGGS, ["--stages.vocoder.procss", "x"], "stages.vocoder.procss"),
     ("unknown-process-field", HIGGS, ["--processes.vocoder.num_replica", "2"], "processes.vocoder.num_replica"),
@@ -38,7 +38,7 @@ OVERRIDE_RULES = [
     ("negative-gpu", HIGGS, ["--stages.vocoder.gpu", "-1"], "stages.vocoder.gpu"),
     ("reserved-suffix-process", HIGGS, ["--stages.vocoder.process", "vocoder@r1"], "stages.vocoder.process"),
     ("reserved-suffix-processes-key", HIGGS, ["--processes.vocoder@r1.num_replicas", "2"], "processes.vocoder@r1"),
-    # grouping, TP, replicas (DESIGN.md section 4, steps 1-3)
+    # grouping, TP, replicas (docs/rules.md, rules 1-4)
     ("processes-entry-without-stage", HIGGS, ["--processes.vocodr.num_replicas", "2"], "processes.vocodr"),
     ("tp-gpu-count", HIGGS, ["--stages.tts_engine.tp_size", "2"], "stages.tts_engine.gpu"),
     ("tp-rank-name-taken", HIGGS, ["--stages.tts_engine.tp_size", "2", "--stages.tts_engine.gpu", "0,1", "--stages.vocoder.process", "pipeline_tp1"], "stages.tts_engine.tp_size"),

@@ -359,3 +359,20 @@ def test_version_is_the_package_version(cli):
     assert code == 0
     assert out.strip() == f"omni-compile {omni_compiler.__version__}"
     assert version("omni-compiler") == omni_compiler.__version__
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["show", HIGGS, "--format", "json"], 0),
+    (["validate", HIGGS, "--stages.vocoder.tp_size", "0"], 1),
+    (["validate", "no-such-file.yaml"], 2),
+])
+def test_the_installed_command_flushes_everything_before_its_fast_exit(args, code):
+    """`omni-compile` skips interpreter teardown (cli.entry): its whole output and exit code must survive it."""
+    exe = shutil.which("omni-compile", path=str(Path(sys.executable).parent))
+    assert exe, "omni-compile is not installed next to this interpreter"
+    result = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == code, result.stderr
+    if code == 0:
+        assert json.loads(result.stdout)["valid"] is True  # parses to the end: nothing cut off
+    else:
+        assert result.stderr.endswith("\n") and "  fix:  " in result.stderr.splitlines()[-2] + result.stderr.splitlines()[-1]

@@ -1,4 +1,4 @@
-"""Dotted CLI overrides exactly as DESIGN.md section 3 describes them."""
+"""Dotted CLI overrides exactly as docs/concepts.md describes them."""
 
 from __future__ import annotations
 

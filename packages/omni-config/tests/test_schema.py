@@ -1,4 +1,4 @@
-"""The schema of DESIGN.md section 3: fields, shorthand, types, ranges, names, unknown keys."""
+"""The schema of both config tiers (docs/concepts.md): fields, shorthand, types, ranges, names, unknown keys."""
 
 from __future__ import annotations
 

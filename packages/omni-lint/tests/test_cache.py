@@ -41,8 +41,10 @@ def test_second_run_comes_from_the_cache_with_the_same_findings(tmp_path):
     assert first.cached == 0 and [f.code for f in first.findings] == ["OL001", "OL001"]
     second = _run(root, cache)
     assert second.cached == 2 and second.findings == first.findings
-    entry = json.loads(next(cache.glob("*.json")).read_text())  # JSON, never pickle
+    entry = json.loads(next(p for p in cache.glob("*.json") if p.name != "files.json").read_text())  # JSON, never pickle
     assert entry["key"]["format"] == 1 and "findings" in entry["result"]
+    per_file = json.loads((cache / "files.json").read_text())["files"]  # per-file records by content digest
+    assert set(entry["result"]["files"].values()) <= set(per_file)
     assert (cache / "CACHEDIR.TAG").is_file() and (cache / ".gitignore").read_text().endswith("*\n")
 
 
@@ -77,7 +79,7 @@ def test_a_corrupt_entry_is_ignored_and_rewritten(tmp_path):
     root, cache = _tree(tmp_path / "tree"), tmp_path / "cache"
     _run(root, cache)
     for entry in cache.glob("*.json"):
-        entry.write_text("{not json")
+        entry.write_text("{not json")  # folder entries and the per-file store
     assert _run(root, cache).cached == 0
     assert _run(root, cache).cached == 2
 

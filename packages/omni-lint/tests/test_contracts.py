@@ -110,3 +110,23 @@ def test_yaml_and_python_must_agree(tmp_path):
     assert "OL006" in codes
     (differs,) = [f for f in report.findings if f.code == "OL006"]
     assert "process-local edge tts_engine -> preprocessing declared only in the class" in differs.message
+
+
+def test_variant_extends_the_base_edges_through_super(tmp_path):
+    config = CONFIG.replace(
+        '''class MSplitPipeline(MPipeline):
+    @classmethod
+    def process_local_edges(cls):
+        return []''',
+        '''class MExtendedPipeline(MPipeline):
+    stages: list[StageConfig] = Field(default_factory=lambda: [*_stages(), StageConfig(name="vocoder", factory=f"{PKG}.stages:build_tts_engine", terminal=True)])
+
+    @classmethod
+    def process_local_edges(cls):
+        return [*super().process_local_edges(), ("tts_engine", "vocoder", "same process")]''',
+    )
+    report = run_lint(_tree(tmp_path, config))
+    # the base's edge arrives through super() (no OL001 for _PREPARED in the variant); the added edge
+    # tts_engine -> vocoder is not a pipeline edge (tts_engine is terminal): OL004 at the method
+    assert [(f.path, f.code) for f in report.findings] == [("m/config.py", "OL004")]
+    assert "declared process-local edge tts_engine -> vocoder is not an edge of the pipeline" in report.findings[0].message

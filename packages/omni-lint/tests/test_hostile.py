@@ -100,3 +100,12 @@ def test_pep263_latin1_cookie_is_honoured(tmp_path):
     code, lines = _cli(tmp_path)
     # the module is read (the handoff in it is found), not refused as "not UTF-8"
     assert code == 1 and [line.split(" ")[1] for line in lines] == ["OL001"]
+
+
+def test_pipeline_file_that_is_not_a_regular_file_is_reported(tmp_path):
+    model = _model(tmp_path)
+    os.symlink("/dev/zero", model / "pipeline_zero.yaml")
+    code, lines = _cli(tmp_path, timeout=30)
+    assert code == 1
+    assert any(line.startswith("m/pipeline_zero.yaml:1:1: OL900") and "character device" in line for line in lines)
+    assert any(" OL001 " in line for line in lines)  # the real pipeline file is still checked

@@ -1,6 +1,6 @@
 """Shared pieces of the end-to-end and wire-contract tests.
 
-``SPEC`` is the spec's "Applicability by Model" table plus DESIGN.md section 6
+``SPEC`` is the spec's "Applicability by Model" table plus the package README's registered-models table
 (default processes, output format), written down once so every test checks the
 shipped pipelines against the documents, not against themselves.
 
@@ -33,7 +33,7 @@ class ModelSpec:
     model_id: str
     folder: str
     default_processes: dict[str, tuple[str, ...]]
-    """Declared process -> its stages, as DESIGN.md section 6 lists them."""
+    """Declared process -> its stages, as the pipeline files declare them by default."""
     local_edges: dict[tuple[str, str], str]
     """Process-local edge -> a fragment its reason must contain (the spec's wording)."""
     sample_rate: int

@@ -5,23 +5,13 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from pathlib import Path
+from importlib import resources
 from typing import Any
 
 import torch
 import yaml
 
-try:  # the runtime's payload type when installed; the contract only requires a dataclass
-    from omni_runtime import StagePayload
-except ImportError:  # pragma: no cover - the runtime is a declared dependency
-
-    @dataclass
-    class StagePayload:  # type: ignore[no-redef]
-        request_id: str
-        data: dict[str, Any]
-
-
-MODELS_DIR = Path(__file__).resolve().parents[1] / "src" / "omni_models"
+from omni_runtime import StagePayload
 
 
 @dataclass
@@ -39,7 +29,8 @@ class FakeCtx:
 
 
 def load_yaml(folder: str, variant: str = "pipeline") -> dict[str, Any]:
-    return yaml.safe_load((MODELS_DIR / folder / f"{variant}.yaml").read_text())
+    """The pipeline file as the installed package ships it (no path into a source checkout)."""
+    return yaml.safe_load(resources.files(f"omni_models.{folder}").joinpath(f"{variant}.yaml").read_text())
 
 
 def factory(path: str) -> Any:

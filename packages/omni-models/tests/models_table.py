@@ -1,4 +1,4 @@
-"""What DESIGN.md section 6 says about each model, as test parameters."""
+"""What each model is (the registered-models table of the package README), as test parameters."""
 
 from dataclasses import dataclass
 

@@ -1,4 +1,4 @@
-"""Each model's pipeline file against DESIGN.md section 6 and its config class."""
+"""Each model's pipeline file against the registered-models table and its config class."""
 
 import importlib
 import itertools
@@ -119,3 +119,11 @@ def test_importing_the_package_stays_light():
     code = "import sys, omni_models; import omni_models.common; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+
+
+def test_version_is_single_sourced_from_the_package():
+    from importlib.metadata import version
+
+    import omni_models
+
+    assert version("omni-models") == omni_models.__version__

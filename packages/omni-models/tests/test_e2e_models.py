@@ -3,7 +3,7 @@ split or regrouped topology, through the real runtime (spawned processes, the
 production control plane, streaming to the client).
 
 What a user relies on: the audio has the model's sample rate and channel count
-(DESIGN.md section 6), lasts about as long as the text asks for, is finite and
+(the package README's registered-models table), lasts about as long as the text asks for, is finite and
 non-silent, longer text gives longer audio, and the runtime leaves no process
 behind.
 """

@@ -1,6 +1,7 @@
 """Each model's handoff exactly as the spec says: process-local state where declared (and a
 loud, edge-naming failure when it is missing), complete payloads everywhere else."""
 
+import importlib
 import json
 import subprocess
 import sys
@@ -39,9 +40,9 @@ def test_engine_without_prepared_state_fails_naming_the_edge(folder, stages):
 
 @pytest.mark.parametrize("folder", ["qwen3_tts", "fun_cosyvoice3"])
 def test_engine_builder_refuses_to_build_without_the_preprocessing_context(folder, monkeypatch):
-    handoff = pytest.importorskip(f"omni_models.{folder}.handoff")
+    handoff = importlib.import_module(f"omni_models.{folder}.handoff")
     monkeypatch.setattr(handoff, "_PREPROCESSING_CONTEXT", {})
-    module = pytest.importorskip(f"omni_models.{folder}.stages")
+    module = importlib.import_module(f"omni_models.{folder}.stages")
     with pytest.raises(HandoffError, match=f"{folder}: no preprocessing context in this process.*{EDGE_MESSAGE}"):
         module.build_tts_engine()
 
@@ -51,7 +52,7 @@ def test_prepared_requests_are_consumed_once_and_not_rebuilt(folder, stages):
     built = stages(folder)
     payload = StagePayload("once", {"text": "hello there"})
     out = built["preprocessing"].process(payload, FakeCtx("once", "preprocessing"))
-    handoff = pytest.importorskip(f"omni_models.{folder}.handoff")
+    handoff = importlib.import_module(f"omni_models.{folder}.handoff")
     assert "once" in handoff._PREPARED_REQUESTS
     assert "input_ids" not in out.data, "the prepared request is not duplicated into the payload"
     built["tts_engine"].process(out, FakeCtx("once", "tts_engine"))
@@ -66,7 +67,7 @@ def test_prepared_requests_are_consumed_once_and_not_rebuilt(folder, stages):
 
 @pytest.mark.parametrize("folder", ["moss_tts_local", "moss_tts_delay"])
 def test_moss_preprocessing_failure_aborts_its_queue_slot(folder, stages):
-    handoff = pytest.importorskip(f"omni_models.{folder}.handoff")
+    handoff = importlib.import_module(f"omni_models.{folder}.handoff")
     pre = stages(folder)["preprocessing"]
     with pytest.raises(ValueError, match="unknown voice"):
         pre.process(StagePayload("bad", {"text": "hi", "voice": "nobody"}), None)
@@ -179,7 +180,7 @@ def test_moss_split_codec_placement():
 
 @pytest.mark.parametrize("folder", ["qwen3_tts", "fun_cosyvoice3"])
 def test_stale_prepared_requests_are_dropped(folder, stages, monkeypatch):
-    handoff = pytest.importorskip(f"omni_models.{folder}.handoff")
+    handoff = importlib.import_module(f"omni_models.{folder}.handoff")
     pre = stages(folder)["preprocessing"]
     pre.process(StagePayload("stale", {"text": "a"}), None)
     monkeypatch.setattr(handoff, "PREPARED_TTL_S", -1.0)

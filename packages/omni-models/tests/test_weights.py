@@ -79,7 +79,7 @@ def test_loader_validates_its_arguments():
         Loader.create("pt", None, 1, None)
     with pytest.raises(ValueError, match="num_threads"):
         Loader.create("dummy", None, 1, None, num_threads=0)
-    # the runtime passes the model id as model_path; dummy weights ignore it
+    # with --weights the runtime passes the checkpoint directory as model_path; dummy weights ignore it
     assert Loader.create("dummy", "qwen/qwen3-tts", 1, None).model_path is None
 
 

@@ -1,4 +1,4 @@
-"""``compile(config) -> CompiledTopology``: every step of DESIGN.md section 4.
+"""``compile(config) -> CompiledTopology``: every rule of docs/rules.md.
 
 Pure: no I/O, no driver queries; every independent problem is collected and
 raised together as one :class:`TopologyError`.

@@ -1,4 +1,4 @@
-"""The pipeline config schema: one schema for both tiers (DESIGN.md section 3).
+"""The pipeline config schema: one schema for both tiers (docs/concepts.md, "Two config tiers").
 
 Values are frozen pydantic models with unknown keys forbidden, so a misspelt key
 is an error with a did-you-mean instead of a silently ignored setting. The

@@ -138,3 +138,38 @@ def assign_pairs(statement: cst.CSTNode) -> Iterator[tuple[str, cst.BaseExpressi
         yield statement.target.value, statement.value, statement.target
 
 
+
+
+class NameFinder:
+    """Whether a subtree names any of ``names`` (stops at the first)."""
+
+    def __init__(self, names: set[str]):
+        self.names = names
+        self.found = False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if type(node) is cst.Name and node.value in self.names:  # type: ignore[attr-defined]
+            self.found = True
+        return not self.found
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        pass
+
+
+class SelfAssigns:
+    """Collects ``X`` of ``self.X = ...`` targets in one method body."""
+
+    def __init__(self, self_name: str, names: set[str]):
+        self.self_name = self_name
+        self.names = names
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        kind = type(node)
+        if kind is cst.AssignTarget or kind is cst.AnnAssign or kind is cst.AugAssign:
+            target = node.target  # type: ignore[attr-defined]
+            if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == self.self_name:
+                self.names.add(target.attr.value)
+        return kind is not cst.FunctionDef and kind is not cst.ClassDef
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        pass

@@ -14,31 +14,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .bindings import SelfAssigns
 from .findings import Finding, Severity
 from .scan import ClassInfo, ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateDef, StateKey, dotted_name, scan_module
 from .walk import walk
 
 if TYPE_CHECKING:
     from .unit import Tracker
-
-
-class _SelfAssigns:
-    """Collects ``X`` of ``self.X = ...`` targets in one method body."""
-
-    def __init__(self, self_name: str, names: set[str]):
-        self.self_name = self_name
-        self.names = names
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        kind = type(node)
-        if kind is cst.AssignTarget or kind is cst.AnnAssign or kind is cst.AugAssign:
-            target = node.target  # type: ignore[attr-defined]
-            if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == self.self_name:
-                self.names.add(target.attr.value)
-        return kind is not cst.FunctionDef and kind is not cst.ClassDef
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        pass
 
 
 @dataclass(frozen=True)
@@ -130,6 +112,22 @@ class Project:
     def module_file(self, name: str) -> Path | None:
         if name in self._files:
             return self._files[name]
+        shared = self.sources.shared_modules.get((self.root, name))
+        if shared is not None:  # found by another unit of the run: its probes count for this one too
+            found, probes = shared
+            self.sources.replay((frozenset(), probes))
+            self._files[name] = found
+            return found
+        self.sources.begin()
+        try:
+            found = self._locate(name)
+        finally:
+            _reads, probes = self.sources.end()
+        self.sources.shared_modules[(self.root, name)] = (found, probes)
+        self._files[name] = found
+        return found
+
+    def _locate(self, name: str) -> Path | None:
         found = None
         if name and all(part.isidentifier() for part in name.split(".")):
             base = self.root.joinpath(*name.split("."))
@@ -140,7 +138,6 @@ class Project:
             else:
                 if self.sources.is_dir(base):
                     found = base  # namespace package (no __init__.py)
-        self._files[name] = found
         return found
 
     def is_module(self, name: str) -> bool:
@@ -317,7 +314,7 @@ class Project:
                 params = func.node.params.posonly_params or func.node.params.params if func else ()
                 if func is None or not params or func.kind != "method":
                     continue
-                walk(func.node.body, _SelfAssigns(params[0].name.value, names))
+                walk(func.node.body, SelfAssigns(params[0].name.value, names))
         self._instance_attrs[cls] = frozenset(names)
         return self._instance_attrs[cls]
 

@@ -28,6 +28,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from .discovery import file_kind
 from .guard import parse_hazard
 
 #: Larger Python files are refused (OL900): real modules are far smaller, and a runaway
@@ -97,7 +98,7 @@ def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> tuple[bytes | None,
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            return None, f"not a regular file ({_kind(info.st_mode)}); only regular files are read"
+            return None, f"not a regular file ({file_kind(info.st_mode)}); only regular files are read"
         if info.st_size > limit:
             return None, f"file is {info.st_size} bytes, over the {limit}-byte limit for a Python module"
         chunks = []
@@ -115,13 +116,6 @@ def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> tuple[bytes | None,
         return None, f"cannot read the file: {exc.strerror}"
     finally:
         os.close(fd)
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def decode_source(raw: bytes) -> tuple[str | None, tuple[int, int, str] | None]:
@@ -169,6 +163,8 @@ class SourceCache:
         self.scans: dict[tuple[Path, str, str], Any] = {}
         #: function facts by (import root, function), with what computing them read and probed
         self.facts: dict[tuple[Path, Any], Any] = {}
+        #: where each dotted module name of an import root lives, with the paths probed to find it
+        self.module_files: dict[tuple[Path, str], Any] = {}
 
     def get(self, path: Path) -> ParsedFile:
         parsed = self._files.get(path)
@@ -192,12 +188,6 @@ class SourceCache:
             self._files[resolved] = parsed
         self._files[path] = parsed
         return parsed
-
-    def is_file(self, path: Path) -> bool:
-        return path.is_file()
-
-    def is_dir(self, path: Path) -> bool:
-        return path.is_dir()
 
     def files(self) -> list[ParsedFile]:
         unique: dict[Path, ParsedFile] = {}

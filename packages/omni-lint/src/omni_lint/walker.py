@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .bindings import NameFinder
 from .facts import Access, AccessKey, Facts, Scope
 from .project import ClassSelfSym, ClassSym, FuncSym, InstanceSym, ParamKey, ParamSym, SelfAttrSym, SelfKey, StateSym, SuperSym, Sym
 from .scan import ClassKey, FuncKey, StateKey
@@ -28,20 +29,6 @@ if TYPE_CHECKING:
 _SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 #: subtrees that never run code in the function: nested scopes (followed on their own) and annotations
 _SKIP_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Annotation})
-
-
-class _NameFinder:
-    def __init__(self, name: str):
-        self.name = name
-        self.found = False
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if type(node) is cst.Name and node.value == self.name:  # type: ignore[attr-defined]
-            self.found = True
-        return not self.found
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        pass
 
 
 _SKIP_PARENTS = frozenset({cst.ImportAlias, cst.ImportFrom, cst.NameItem, cst.AsName, cst.FunctionDef, cst.ClassDef})
@@ -311,28 +298,17 @@ class FunctionWalker:
 
     def _in_miss_branch(self, index: int, key: AccessKey) -> bool:
         """True inside the body of an ``if`` that tests a variable read from the same state (a miss)."""
-        names = self.cache_vars.get(key)
-        if not names:
-            return False
-        stack = self.stack
-        for i in range(index):
-            if type(stack[i]) is cst.If and stack[i + 1] is not stack[i].test:  # type: ignore[attr-defined]
-                for name in names:
-                    finder = _NameFinder(name)
-                    walk(stack[i].test, finder)  # type: ignore[attr-defined]
-                    if finder.found:
-                        return True
-        return False
+        return self._in_if_body_naming(index, self.cache_vars.get(key) or set())
 
     def _guarded_by(self, index: int, head: cst.CSTNode) -> bool:
         """True when the node sits in the body of an ``if`` whose test names ``head`` (a Name)."""
-        if type(head) is not cst.Name:
-            return False
-        name = head.value  # type: ignore[attr-defined]
+        return type(head) is cst.Name and self._in_if_body_naming(index, {head.value})  # type: ignore[attr-defined]
+
+    def _in_if_body_naming(self, index: int, names: set[str]) -> bool:
         stack = self.stack
-        for i in range(index):
+        for i in range(index if names else 0):
             if type(stack[i]) is cst.If and stack[i + 1] is not stack[i].test:  # type: ignore[attr-defined]
-                finder = _NameFinder(name)
+                finder = NameFinder(names)
                 walk(stack[i].test, finder)  # type: ignore[attr-defined]
                 if finder.found:
                     return True

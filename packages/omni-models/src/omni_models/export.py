@@ -15,20 +15,13 @@ import sys
 
 from .common.weights import DEFAULT_SEED
 
-#: Model id -> folder. Immutable; the registry itself is the package's entry points.
-MODEL_FOLDERS = (
-    ("bosonai/higgs-tts-3-4b", "higgs_tts"),
-    ("fishaudio/s2-pro", "fishaudio_s2_pro"),
-    ("mistralai/voxtral-tts", "voxtral_tts"),
-    ("inclusionai/ming-omni-tts", "ming_omni_tts"),
-    ("openmoss/moss-tts-local", "moss_tts_local"),
-    ("openmoss/moss-tts-local-split", "moss_tts_local"),
-    ("qwen/qwen3-tts", "qwen3_tts"),
-    ("openmoss/moss-tts-delay", "moss_tts_delay"),
-    ("audar/audar-tts", "audar_tts"),
-    ("funaudiollm/fun-cosyvoice3", "fun_cosyvoice3"),
-    ("zyphra/zonos2", "zonos2"),
-)
+
+def _registered_packages() -> dict[str, str]:
+    """Model id -> its package, read from this distribution's ``omni.models`` entry points (the registry)."""
+    from importlib.metadata import entry_points
+
+    found = (ep for ep in entry_points(group="omni.models") if ep.value.startswith("omni_models."))
+    return {ep.name: ep.value.partition(":")[0] for ep in found}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,13 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("directory", help="output directory (created if missing)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="weight seed (the stages' 'seed' factory arg)")
     args = parser.parse_args(argv)
-    folders = dict(MODEL_FOLDERS)
-    if args.model not in folders:
-        print(f"error: unknown model {args.model!r}; known: {', '.join(folders)}", file=sys.stderr)
+    packages = _registered_packages()
+    if args.model not in packages:
+        print(f"error: unknown model {args.model!r}; known: {', '.join(packages)}", file=sys.stderr)
         return 1
     from .common.components import export_dummy_checkpoint
 
-    stages = importlib.import_module(f"omni_models.{folders[args.model]}.stages")
+    stages = importlib.import_module(f"{packages[args.model]}.stages")
+    if not hasattr(stages, "components"):
+        print(f"error: {args.model} has no neural weights to export (no components() in {stages.__name__})", file=sys.stderr)
+        return 1
     try:
         path = export_dummy_checkpoint(stages.components(), args.directory, seed=args.seed)
     except OSError as exc:

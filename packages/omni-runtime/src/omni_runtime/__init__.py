@@ -1,13 +1,14 @@
 """omni-runtime: run a compiled omni process topology as real OS processes.
 
-Public API (the contract other packages build against; see the package README)::
+The stage contract (what a factory returns, how stages are driven) is written once, in the
+repository's ``docs/stage-contract.md``. Public API (see the package README)::
 
     from omni_runtime import Runtime, StagePayload, StageContext, StartupError, RequestFailed
 
     rt = Runtime(topology, device=None, startup_timeout=120.0, replica_policy="round_robin",
-                 model_path=None, enforce_memory_fraction=False, log=print)
+                 model_path=None, enforce_memory_fraction=False, log=print)   # model_path: omni --weights
     await rt.start()                  # prints the table, spawns, waits ready; StartupError(stage, process, traceback)
-    handle = await rt.submit(data)    # entry payload dict (docs/stage-contract.md)
+    handle = await rt.submit(data)    # the entry payload's data dict
     async for chunk in handle.stream(): ...   # terminal stage's emitted chunks, in order
     result = await handle.result()    # terminal payload data; raises RequestFailed(message)
     await handle.cancel()             # aborts the request in every stage
@@ -18,7 +19,7 @@ Public API (the contract other packages build against; see the package README)::
     with Runtime.running(topology) as rt_sync:
         rt_sync.synthesize(data)      # -> dict (streamed audio chunks joined into "audio")
 
-Extensions beyond apis.md: ``Runtime(..., stage_threads=64)``, ``rt.instance_pids()``,
+Also: ``Runtime(..., stage_threads=64)``, ``rt.instance_pids()``,
 ``handle.binding`` / ``handle.instances`` / ``handle.request_id`` / ``handle.done``,
 ``RequestFailed.kind`` (``stage_error``, ``invalid_request`` with ``RequestFailed.param`` when a
 stage raised ``InvalidRequest(message, param=...)`` for a client mistake, ``process_died``, ``cancelled``, ``shutdown``,

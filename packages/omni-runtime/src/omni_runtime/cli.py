@@ -1,9 +1,10 @@
 """``omni``: serve a pipeline over HTTP, synthesize one utterance, show the topology.
 
 Every subcommand resolves the pipeline the same way (``--config FILE``, else
-``--model-path ID``, else the espeak reference pipeline), applies dotted
-overrides (``--stages.vocoder.process vocoder``) and compiles once, so what
-``omni topology`` prints is exactly what ``omni serve`` spawns.
+``--model ID|FILE``, else the espeak reference pipeline; ``--weights DIR`` for a
+checkpoint; see :mod:`omni_runtime.selection`), applies dotted overrides
+(``--stages.vocoder.process vocoder``) and compiles once, so what ``omni
+topology`` prints is exactly what ``omni serve`` spawns.
 
 Exit codes: 0 success; 1 a mistake the user fixes (config, port, output path);
 2 a tool failure (unreadable file, a stage that fails to start or to run).
@@ -19,11 +20,13 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DEFAULT_MODEL = "omni/espeak"
+from .selection import DEFAULT_MODEL, Pipeline, UserError, add_pipeline_arguments, load_pipeline
+
+#: Output suffix -> the format it names (OpenAI's response formats, plus .raw and .ogg).
+SUFFIX_FORMATS = {".wav": "wav", ".flac": "flac", ".pcm": "pcm", ".raw": "pcm", ".mp3": "mp3", ".opus": "opus", ".ogg": "opus", ".aac": "aac"}
 
 _OVERRIDES_HELP = """\
 pipeline overrides (any flag with a dot in its name):
@@ -33,21 +36,6 @@ pipeline overrides (any flag with a dot in its name):
   --placement.FIELD VALUE         --a.b=VALUE works too
   --processes.P.ray.resources.node_b 1   (placement with --backend ray)
 """
-
-
-class UserError(Exception):
-    """A mistake on the command line; printed without a traceback, exit 1."""
-
-    exit_code = 1
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """A compiled topology and the names it is served under."""
-
-    topology: Any
-    model_id: str
-    model_path: str | None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KeyboardInterrupt, asyncio.CancelledError):
         print("omni: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `omni topology | head`: the reader left; not an error worth a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except BaseException as exc:  # config, startup, bind and user errors: a message, never a traceback
         code = _known_error_exit(exc)
         if code is None:
@@ -85,13 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="omni",
         description="Run an omni TTS pipeline: serve it over an OpenAI-compatible HTTP API, "
         "synthesize one utterance, or show its process topology.",
-        epilog=_OVERRIDES_HELP + f"\nWith neither --config nor --model-path the {DEFAULT_MODEL} reference pipeline is used.",
+        epilog=_OVERRIDES_HELP + f"\nWith neither --config nor --model the {DEFAULT_MODEL} reference pipeline is used.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     serve = _subparser(sub, "serve", "serve the pipeline over HTTP (POST /v1/audio/speech, /v1/models, /health, /metrics)")
-    _pipeline_args(serve)
     _runtime_args(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s, local only)")
     serve.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one (default: %(default)s)")
@@ -99,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--served-model-name",
         action="append",
         metavar="NAME",
-        help="model id clients send in 'model' (repeatable; default: --model-path, else the pipeline name)",
+        help="model id clients send in 'model' (repeatable; default: --model, else the pipeline name)",
     )
     serve.add_argument("--max-input-chars", type=_positive_int, default=4096, help="longest accepted 'input'; longer is a 413 (default: %(default)s)")
     serve.add_argument(
@@ -116,23 +107,28 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="on SIGTERM or Ctrl-C: stop admitting, let in-flight requests finish this long, then fail the rest with 503 (default: %(default)s)",
     )
-    _serve_operator_args(serve)
+    from .serving.flags import add_operator_args, env_defaults
+
+    add_operator_args(serve)
     serve.set_defaults(func=_cmd_serve)
-    _env_defaults(serve)
+    env_defaults(serve)
 
     synth = _subparser(sub, "synthesize", "synthesize one utterance to an audio file through the same runtime")
     synth.add_argument("text", help="the text to speak")
     synth.add_argument("-o", "--output", required=True, help="output file ('-' writes to stdout)")
-    _pipeline_args(synth)
     _runtime_args(synth)
     synth.add_argument("--voice", default=None, help="voice name passed to the pipeline")
     synth.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4.0 (default: %(default)s)")
-    synth.add_argument("--format", choices=["mp3", "opus", "aac", "flac", "wav", "pcm"], default=None, help="audio format (default: from the output suffix, else wav)")
+    synth.add_argument(
+        "--format",
+        choices=sorted(set(SUFFIX_FORMATS.values())),
+        default=None,
+        help="audio format (default: what the output suffix names; wav for '-' or no suffix)",
+    )
     synth.set_defaults(func=_cmd_synthesize)
 
     topo = _subparser(sub, "topology", "print the compiled process topology (same as omni-compile show)")
-    _pipeline_args(topo)
-    topo.add_argument("--gpus", type=_nonnegative_int, default=None, help="number of GPUs to check GPU ids against")
+    add_pipeline_arguments(topo, runs=False)
     topo.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: %(default)s)")
     add_backend_args(topo)
     topo.add_argument("--device", default=None, help="with --backend ray: 'cpu' places the processes without GPUs (default: the declared placement)")
@@ -141,72 +137,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     _bench_parser(sub)
     return parser
-
-
-def _serve_operator_args(serve: argparse.ArgumentParser) -> None:
-    group = serve.add_argument_group("operator options (each also read from the OMNI_<FLAG> environment variable, e.g. OMNI_API_KEY)")
-    group.add_argument("--api-key", metavar="KEY", help="require 'Authorization: Bearer KEY' on every /v1 route (default: no key)")
-    group.add_argument(
-        "--allowed-origins", metavar="ORIGINS", type=_origins, default=(),
-        help="comma-separated origins browsers may call the API from (CORS), e.g. https://app.example.com; '*' for any (default: none)",
-    )
-    group.add_argument("--root-path", default="", metavar="PATH", help="path prefix a reverse proxy serves this server under, e.g. /tts")
-    group.add_argument("--max-body-bytes", type=_positive_int, default=64 * 1024, help="largest request body; larger is a 413 (default: %(default)s)")
-    group.add_argument("--body-timeout", type=_positive_float, default=10.0, help="seconds a client has to send a whole body (default: %(default)s)")
-    group.add_argument("--header-timeout", type=_positive_float, default=10.0, help="seconds a connection has to send its request headers (default: %(default)s)")
-    group.add_argument("--keep-alive-timeout", type=_positive_float, default=5.0, help="seconds an idle keep-alive connection stays open (default: %(default)s)")
-    group.add_argument(
-        "--max-connections", type=_positive_int, default=None,
-        help="open connections at most; at the cap the oldest idle one is closed (default: the file-descriptor limit less a reserve)",
-    )
-
-
-def _env_defaults(parser: argparse.ArgumentParser) -> None:
-    """Every long flag FOO-BAR of ``parser`` also reads OMNI_FOO_BAR (the flag wins); bad values are usage errors."""
-    problems: list[str] = []
-    for action in parser._actions:
-        long = next((o for o in action.option_strings if o.startswith("--")), None)
-        if long is None or action.dest == "help":
-            continue
-        name = "OMNI_" + long[2:].upper().replace("-", "_").replace(".", "_")
-        action.help = (action.help or "") + f" [env {name}]"
-        raw = os.environ.get(name)
-        if raw is None or raw == "":
-            continue
-        try:
-            if action.nargs == 0:
-                value: Any = raw.lower() in ("1", "true", "yes", "on")
-            elif isinstance(action, argparse._AppendAction):
-                value = [(action.type or str)(v.strip()) for v in raw.split(",") if v.strip()]
-            else:
-                value = (action.type or str)(raw)
-        except (argparse.ArgumentTypeError, ValueError) as exc:
-            problems.append(f"environment variable {name}={raw!r}: {exc}\n  fix:  set a valid value or unset it")
-            continue
-        if action.choices is not None and value not in action.choices:
-            problems.append(f"environment variable {name}={raw!r}: choose from {', '.join(map(str, action.choices))}")
-            continue
-        action.default = value
-    # reported when this command runs (not while --help or another command builds the parser)
-    parser.set_defaults(env_problems=tuple(problems))
-
-
-def _origins(text: str) -> tuple[str, ...]:
-    origins = tuple(o.strip().rstrip("/") for o in text.split(",") if o.strip())
-    for origin in origins:
-        if origin != "*" and not origin.startswith(("http://", "https://")):
-            raise argparse.ArgumentTypeError(f"origin {origin!r} must start with http:// or https:// (or be '*')")
-    return origins
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def _subparser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -219,14 +149,8 @@ def _subparser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     )
 
 
-def _pipeline_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", help="pipeline file, or deployment file with 'extends:'")
-    parser.add_argument("--model-path", metavar="ID", help=f"registered model id or pipeline file/folder (default: {DEFAULT_MODEL})")
-
-
 def _runtime_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default=None, help="'cpu' runs GPU-declared stages on the CPU (default: the declared placement)")
-    parser.add_argument("--gpus", type=_nonnegative_int, default=None, help="number of GPUs to check GPU ids against")
+    add_pipeline_arguments(parser)
     parser.add_argument("--startup-timeout", type=float, default=120.0, help="seconds every process gets to build its stages (default: %(default)s)")
     parser.add_argument(
         "--request-timeout",
@@ -275,21 +199,21 @@ def _bench_parser(sub: Any) -> None:
     import importlib
 
     try:
-        workload_bench = importlib.import_module("omni_runtime.workload_bench")
+        bench_module = importlib.import_module("omni_runtime.bench")
     except ModuleNotFoundError as exc:
-        if exc.name != "omni_runtime.workload_bench":
+        if exc.name != "omni_runtime.bench":
             raise
-        bench = _subparser(sub, "bench", "workload benchmark (unavailable: omni_runtime.workload_bench is not installed)")
+        bench = _subparser(sub, "bench", "workload benchmark (unavailable: omni_runtime.bench is not installed)")
         bench.set_defaults(func=_bench_missing)
         return
-    bench = _subparser(sub, "bench", "run a workload benchmark against a pipeline")
-    workload_bench.add_arguments(bench)
-    bench.set_defaults(func=workload_bench.run)
+    bench = _subparser(sub, "bench", "measure a workload (RTF, TTFA, requests/s, RSS) on the current topology and on alternatives")
+    bench_module.add_arguments(bench)
+    bench.set_defaults(func=bench_module.run)
 
 
 def _bench_missing(args: argparse.Namespace) -> int:
     print(
-        "error: omni bench is not available: the module omni_runtime.workload_bench is not installed\n"
+        "error: omni bench is not available: the module omni_runtime.bench is not installed\n"
         "  fix:  install an omni-runtime that ships it (pip install -e packages/omni-runtime)",
         file=sys.stderr,
     )
@@ -301,7 +225,7 @@ def _bench_missing(args: argparse.Namespace) -> int:
 
 def _cmd_topology(args: argparse.Namespace) -> int:
     kwargs = backend_kwargs(args)
-    pipeline = load_pipeline(args)
+    pipeline = load_pipeline(args, _stderr)
     from omni_compiler import render
 
     if kwargs["backend"] == "ray":  # where the processes really land: start them on the cluster, report, stop
@@ -314,22 +238,17 @@ def _cmd_topology(args: argparse.Namespace) -> int:
     return 0
 
 
-class EnvUsageError(UserError):
-    """An OMNI_* variable holds a value its flag would refuse (exit 2, like a bad flag)."""
-
-    exit_code = 2
-
-
 def _cmd_serve(args: argparse.Namespace) -> int:
-    if getattr(args, "env_problems", ()):
-        raise EnvUsageError("omni serve: error: " + "\n".join(args.env_problems))
+    from .serving.flags import check_env
+
+    check_env(args)
     from .serving.app import ServingSettings
     from .serving.guard import ConnectionLimits
     from .serving.request import SpeechLimits
     from .serving.server import ServeOptions, bind, serve_runtime
     from .serving.voices import build_info, voices_of
 
-    pipeline = load_pipeline(args)
+    pipeline = load_pipeline(args, _stderr)
     models = tuple(dict.fromkeys(args.served_model_name or [pipeline.model_id]))
     settings = ServingSettings(
         models=models,
@@ -368,11 +287,11 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         raise UserError("error: the text is empty\n  fix:  pass the words to speak, e.g. omni synthesize \"Hello.\" -o out.wav")
     if not MIN_SPEED <= args.speed <= MAX_SPEED:
         raise UserError(f"error: --speed = {args.speed}\n  rule: speed must be between {MIN_SPEED} and {MAX_SPEED}\n  fix:  pass --speed 1.0")
-    fmt = args.format or _format_from_suffix(args.output)
+    fmt = _output_format(args.output, args.format)
     out = None if args.output == "-" else Path(args.output)
     if out is not None and not out.parent.is_dir():
         raise UserError(f"error: -o {args.output}\n  rule: the folder {str(out.parent)!r} does not exist\n  fix:  create it or write somewhere else")
-    pipeline = load_pipeline(args)
+    pipeline = load_pipeline(args, _stderr)
     data = {"text": args.text, "voice": args.voice, "speed": float(args.speed), "response_format": fmt, "stream": False}
 
     async def run() -> Any:
@@ -419,30 +338,14 @@ def _stdout_reserved() -> Iterator[Any]:
         os.close(saved)
 
 
-def load_pipeline(args: argparse.Namespace) -> Pipeline:
-    """Load, override and compile the pipeline the arguments name."""
-    from omni_compiler import compile as compile_topology
-    from omni_config import load_config, load_model
-
-    overrides = list(getattr(args, "overrides", ()))
-    if args.config:
-        config = load_config(args.config, overrides)
-        model_id = args.model_path or config.name or Path(args.config).stem
-    else:
-        model_id = args.model_path or DEFAULT_MODEL
-        config = load_model(model_id, overrides)
-    topology = compile_topology(config, num_gpus=getattr(args, "gpus", None))
-    return Pipeline(topology=topology, model_id=model_id, model_path=args.model_path)
-
-
 def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
     from omni_runtime import Runtime
 
     return Runtime(
         pipeline.topology,
-        device=args.device,
+        device=pipeline.device,
         startup_timeout=args.startup_timeout,
-        model_path=pipeline.model_path,
+        model_path=pipeline.weights,
         log=log,
         request_timeout=args.request_timeout,
         max_inflight=getattr(args, "max_inflight", None),
@@ -509,10 +412,36 @@ def _known_error_text(exc: BaseException) -> str:
     return str(exc)
 
 
-def _format_from_suffix(output: str) -> str:
-    suffix = Path(output).suffix.lower()
-    formats = {".wav": "wav", ".flac": "flac", ".pcm": "pcm", ".raw": "pcm", ".mp3": "mp3", ".opus": "opus", ".ogg": "opus", ".aac": "aac"}
-    return formats.get(suffix, "wav")
+def _output_format(output: str, requested: str | None) -> str:
+    """The format ``-o`` names by its suffix (or ``--format``), refused unless this build encodes it.
+
+    Never writes one format under another format's name (WAV bytes in ``out.mp3``).
+    """
+    from .serving.audio import AUDIO_FORMATS
+
+    suffix = "" if output == "-" else Path(output).suffix.lower()
+    named = SUFFIX_FORMATS.get(suffix)
+    if suffix and named is None and requested is None:
+        known = ", ".join(SUFFIX_FORMATS)
+        raise UserError(f"error: -o {output}\n  rule: the suffix {suffix!r} names no audio format (known: {known})\n  fix:  -o out.wav, or pass --format")
+    if requested is not None and named is not None and requested != named:
+        raise UserError(
+            f"error: -o {output} --format {requested}\n  rule: the suffix {suffix!r} says {named}, --format says {requested}\n"
+            f"  fix:  -o {Path(output).with_suffix('.' + requested)}, or drop --format"
+        )
+    fmt = requested or named or "wav"
+    if fmt not in AUDIO_FORMATS:
+        raise UserError(
+            f"error: -o {output}\n  rule: this omni-runtime cannot encode {fmt} (it encodes: {', '.join(AUDIO_FORMATS)})\n"
+            f"  fix:  -o {Path(output).with_suffix('.wav') if output != '-' else '- --format wav'}"
+        )
+    return fmt
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 def _write_atomic(path: Path, payload: bytes) -> None:
@@ -540,6 +469,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = _nonnegative_float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
 def _nonnegative_float(text: str) -> float:
     try:
         value = float(text)
@@ -547,13 +483,6 @@ def _nonnegative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
-    return value
-
-
-def _nonnegative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return value
 
 

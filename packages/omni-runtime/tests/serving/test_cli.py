@@ -188,10 +188,10 @@ def test_help_lists_every_command(capsys):
 
 
 def test_bench_without_its_module_says_so(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "omni_runtime.workload_bench", None)  # import now fails as if not installed
+    monkeypatch.setitem(sys.modules, "omni_runtime.bench", None)  # import now fails as if not installed
     assert cli.main(["bench", "--requests", "3"]) == 2
     err = capsys.readouterr().err
-    assert "omni bench is not available" in err and "omni_runtime.workload_bench" in err
+    assert "omni bench is not available" in err and "omni_runtime.bench" in err
 
 
 def test_killed_worker_turns_health_unhealthy_and_requests_fail_fast(tmp_path):

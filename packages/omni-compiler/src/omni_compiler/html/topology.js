@@ -53,7 +53,7 @@
       boxes.push({ x, y: MARGIN, w: COL_W, h: y - MARGIN, proc: p });
       height = Math.max(height, y);
     });
-    return { boxes, nodes, instBoxes, width: MARGIN * 2 + procs.length * (COL_W + GAP_X) - GAP_X, height: height + MARGIN };
+    return { boxes, nodes, instBoxes, width: MARGIN * 2 + procs.length * (COL_W + GAP_X) - GAP_X + 170, height: height + MARGIN };
   }
 
   function stageNote(stage) {
@@ -114,7 +114,8 @@
       const kind = e.process_local ? "local" : e.cross_process ? "cross" : "same";
       const src = srcs[0];
       dsts.forEach((dst, k) => {
-        const g = el("g", { class: "edge " + kind, "data-src": e.src, "data-dst": e.dst, "data-transport": e.transport }, svg);
+        const g = el("g", { class: "edge " + kind, "data-src": e.src, "data-dst": e.dst, "data-transport": e.transport,
+                            "data-src-instance": src.instance, "data-dst-instance": dst.instance }, svg);
         let d, lx, ly;
         if (src.instance === dst.instance || Math.abs(src.x - dst.x) < 1) {
           const x = src.x + src.w, y1 = src.y + src.h / 2, y2 = dst.y + dst.h / 2;
@@ -144,6 +145,14 @@
       g.setAttribute("class", "instance state-" + info.state);
       const pid = info.pid ? ` · pid ${info.pid}` : "";
       g.querySelector(".instance-state").textContent = `${info.state} · queue ${info.queue_depth}${pid}`;
+    }
+    // a cluster run may put two processes on different nodes: that hop is TCP, not IPC + shared memory
+    for (const g of document.querySelectorAll("g.edge.cross")) {
+      const live = (state.transports || {})[`${g.dataset.srcInstance}->${g.dataset.dstInstance}`];
+      if (!live) continue;
+      g.dataset.liveTransport = live;
+      const label = g.querySelector(".edge-label");
+      if (label && live === "tcp") label.textContent = label.textContent.replace("ZeroMQ+shm", "ZeroMQ over TCP (other node)");
     }
     const line = document.getElementById("status-line");
     line.textContent = `server: ${state.status} · ${Object.keys(instances).length} process instance(s) · updated ${new Date().toLocaleTimeString()}`;

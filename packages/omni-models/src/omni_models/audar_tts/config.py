@@ -1,4 +1,4 @@
-"""Audar-TTS contract: no process-local edge (stage state travels in StagePayload.data)."""
+"""Config class of ``audar/audar-tts``: its pipeline file, whose ``process_local_edges`` is the contract."""
 
 from __future__ import annotations
 
@@ -8,4 +8,3 @@ from omni_models.common.config import ModelConfig
 class AudarTTSConfig(ModelConfig):
     model_id = "audar/audar-tts"
     package = "omni_models.audar_tts"
-    PROCESS_LOCAL_EDGES = ()

@@ -18,7 +18,6 @@ from torch import nn
 
 from .ar import ARConfig, ARModel
 from .codec import CodecConfig, CodecDecoder, CodecEncoder, ResidualVQ
-from .flow import FlowEstimator
 from .sampling import stable_seed
 from .speaker import SpeakerEncoder, SpeakerEncoderConfig
 from .weights import DEFAULT_SEED, LOAD_FORMATS, init_dummy, load_component, resolve_device, save_checkpoint
@@ -44,27 +43,6 @@ def build_codec_encoder(config: CodecConfig) -> nn.Module:
 
 def build_speaker_encoder(config: SpeakerEncoderConfig) -> nn.Module:
     return SpeakerEncoder(config)
-
-
-@dataclass(frozen=True)
-class FlowConfig:
-    dim: int
-    cond_dim: int
-    hidden: int = 128
-
-
-def build_flow(config: FlowConfig) -> nn.Module:
-    return FlowEstimator(config.dim, config.cond_dim, config.hidden)
-
-
-@dataclass(frozen=True)
-class LinearConfig:
-    in_dim: int
-    out_dim: int
-
-
-def build_linear(config: LinearConfig) -> nn.Module:
-    return nn.Linear(config.in_dim, config.out_dim)
 
 
 @dataclass(frozen=True)

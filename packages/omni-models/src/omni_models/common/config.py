@@ -1,8 +1,8 @@
-"""Base of the per-model config classes: the Python face of a model's contract.
+"""Base of the per-model config classes: the Python face of a model's pipeline file.
 
-The spec requires ``process_local_edges()`` on each model's config class, returning the same
-contract its pipeline YAML carries (a unit test compares them). Edges are class-level tuples,
-so the contract is immutable data, not module state.
+The spec asks for ``process_local_edges()`` on each model's config class. The contract is
+written once, in the model's pipeline YAML (the file the compiler, the linter and the runtime
+read); this class only reads it back, so the two can never disagree.
 """
 
 from __future__ import annotations
@@ -20,14 +20,11 @@ class ModelConfig:
     package: ClassVar[str]
     #: Pipeline file stem inside the package (``pipeline`` or ``pipeline_<variant>``).
     variant: ClassVar[str] = "pipeline"
-    #: ``(src, dst, reason)`` for every handoff that must stay inside one OS process.
-    PROCESS_LOCAL_EDGES: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
     def process_local_edges(self) -> list[Any]:
-        """The contract as ``omni_config.ProcessLocalEdge`` values (what the compiler checks)."""
-        from omni_config.schema import ProcessLocalEdge
-
-        return [ProcessLocalEdge(src=s, dst=d, reason=r) for s, d, r in self.PROCESS_LOCAL_EDGES]
+        """The handoffs that must stay inside one OS process, as the pipeline file declares them
+        (``omni_config.ProcessLocalEdge`` values, what the compiler checks)."""
+        return list(self.load().process_local_edges)
 
     def pipeline_file(self) -> Path:
         return Path(str(resources.files(self.package).joinpath(f"{self.variant}.yaml")))

@@ -1,4 +1,4 @@
-"""The espeak reference pipeline's config class: its pipeline file and its process-local contract."""
+"""Config class of ``omni/espeak``: its pipeline file, whose ``process_local_edges`` is the contract."""
 
 from __future__ import annotations
 
@@ -10,4 +10,3 @@ class EspeakConfig(ModelConfig):
 
     model_id = "omni/espeak"
     package = "omni_models.espeak"
-    PROCESS_LOCAL_EDGES = ()

@@ -1,4 +1,4 @@
-"""FishAudio S2-Pro contract: no process-local edge."""
+"""Config class of ``fishaudio/s2-pro``: its pipeline file, whose ``process_local_edges`` is the contract."""
 
 from __future__ import annotations
 
@@ -8,4 +8,3 @@ from omni_models.common.config import ModelConfig
 class FishAudioS2ProConfig(ModelConfig):
     model_id = "fishaudio/s2-pro"
     package = "omni_models.fishaudio_s2_pro"
-    PROCESS_LOCAL_EDGES = ()

@@ -1,4 +1,4 @@
-"""Higgs-TTS contract: no process-local edge (every handoff is in the payload)."""
+"""Config class of ``bosonai/higgs-tts-3-4b``: its pipeline file, whose ``process_local_edges`` is the contract."""
 
 from __future__ import annotations
 
@@ -8,4 +8,3 @@ from omni_models.common.config import ModelConfig
 class HiggsTTSConfig(ModelConfig):
     model_id = "bosonai/higgs-tts-3-4b"
     package = "omni_models.higgs_tts"
-    PROCESS_LOCAL_EDGES = ()

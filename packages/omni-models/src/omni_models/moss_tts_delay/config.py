@@ -1,4 +1,4 @@
-"""MOSS-TTS Delay contract: preprocessing -> tts_engine is process-local (queue handoff)."""
+"""Config class of ``openmoss/moss-tts-delay``: its pipeline file, whose ``process_local_edges`` is the contract."""
 
 from __future__ import annotations
 
@@ -8,6 +8,3 @@ from omni_models.common.config import ModelConfig
 class MossTTSDelayConfig(ModelConfig):
     model_id = "openmoss/moss-tts-delay"
     package = "omni_models.moss_tts_delay"
-    PROCESS_LOCAL_EDGES = (
-        ("preprocessing", "tts_engine", "preprocessing publishes into a process-local PreparedRequestQueue the AR stage pops"),
-    )

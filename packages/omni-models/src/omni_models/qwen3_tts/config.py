@@ -1,4 +1,4 @@
-"""Qwen3-TTS contract: preprocessing -> tts_engine is process-local."""
+"""Config class of ``qwen/qwen3-tts``: its pipeline file, whose ``process_local_edges`` is the contract."""
 
 from __future__ import annotations
 
@@ -8,10 +8,3 @@ from omni_models.common.config import ModelConfig
 class Qwen3TTSConfig(ModelConfig):
     model_id = "qwen/qwen3-tts"
     package = "omni_models.qwen3_tts"
-    PROCESS_LOCAL_EDGES = (
-        (
-            "preprocessing",
-            "tts_engine",
-            "prepared requests live in _PREPROCESSING_CONTEXT / _PREPARED_REQUESTS, read in-process by the AR engine builder",
-        ),
-    )

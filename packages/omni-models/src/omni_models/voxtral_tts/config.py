@@ -1,4 +1,4 @@
-"""Voxtral TTS contract: preprocessing -> tts_generation stays in one process as a compatibility guard."""
+"""Config class of ``mistralai/voxtral-tts``: its pipeline file, whose ``process_local_edges`` is the contract."""
 
 from __future__ import annotations
 
@@ -8,6 +8,3 @@ from omni_models.common.config import ModelConfig
 class VoxtralTTSConfig(ModelConfig):
     model_id = "mistralai/voxtral-tts"
     package = "omni_models.voxtral_tts"
-    PROCESS_LOCAL_EDGES = (
-        ("preprocessing", "tts_generation", "compatibility guard preserving the previous process-split allowlist"),
-    )

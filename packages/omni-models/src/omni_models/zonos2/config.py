@@ -1,4 +1,4 @@
-"""Zonos2 contract: no process-local edge (stage state travels in StagePayload.data)."""
+"""Config class of ``zyphra/zonos2``: its pipeline file, whose ``process_local_edges`` is the contract."""
 
 from __future__ import annotations
 
@@ -8,4 +8,3 @@ from omni_models.common.config import ModelConfig
 class Zonos2Config(ModelConfig):
     model_id = "zyphra/zonos2"
     package = "omni_models.zonos2"
-    PROCESS_LOCAL_EDGES = ()

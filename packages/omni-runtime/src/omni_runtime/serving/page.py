@@ -45,7 +45,16 @@ def topology_state(runtime: Any) -> dict[str, Any]:
         inst.name: {"state": processes.get(inst.name, "starting"), "queue_depth": int(depths.get(inst.name, 0)), "pid": pids.get(inst.name)}
         for inst in runtime.topology.instances
     }
-    return {"view": render_html.view(runtime.topology), "live": {"status": status, "instances": instances}}
+    return {"view": render_html.view(runtime.topology), "live": {"status": status, "instances": instances, "transports": _transports(runtime)}}
+
+
+def _transports(runtime: Any) -> dict[str, str]:
+    """``"<src instance>-><dst instance>"``: ``ipc`` (one node: sockets + shared memory) or ``tcp`` (across nodes)."""
+    try:
+        pairs = runtime.edge_transports() if hasattr(runtime, "edge_transports") else {}
+    except Exception:  # noqa: BLE001 - not known yet while a cluster run places its actors
+        return {}
+    return {f"{src}->{dst}": str(kind) for (src, dst), kind in sorted(pairs.items())}
 
 
 def page_html(runtime: Any, settings: Any) -> str:

@@ -1,0 +1,130 @@
+"""What ``omni bench`` prints: an aligned table with ratios, or JSON; and its entry points."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from .measure import Row, run_async
+from .options import CURRENT, BenchUsageError, add_arguments
+
+#: What each JSON row field means (printed with ``--json``, so a script need not guess units).
+FIELDS = {
+    "requests_per_s": "completed requests per wall second",
+    "ttfa_p50_s": "time from submit to the first audio chunk, median (without --stream: to the complete response)",
+    "ttfa_p95_s": "time to first audio, 95th percentile",
+    "rtf": "real-time factor: wall seconds per audio second, all requests together (lower is better; < 1 is faster than real time)",
+    "audio_s_per_s": "audio seconds produced per wall second, 1 / rtf ('x real-time'; higher is better)",
+    "request_rtf_p50": "median over requests of latency / audio length (the RTF one client sees)",
+    "rss_mib": "peak resident memory of each OS process of the topology while the row ran (MiB)",
+}
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f}"
+
+
+def _ratio(value: float, base: float | None) -> str:
+    if base is None or base <= 0:
+        return "-"
+    return f"{value / base:.2f}x"
+
+
+def render_table(rows: Sequence[Row], *, title: str = "") -> str:
+    """Aligned text table; ratios compare each row with the current topology at the same load."""
+    base = {(r.concurrency, r.text_chars): r.requests_per_s for r in rows if r.topology == CURRENT}
+    header = ["topology", "procs", "conc", "chars", "ok/n", "req/s", "vs current", "TTFA p50 ms", "TTFA p95 ms", "RTF", "x real-time", "RSS MiB per process"]
+    body = []
+    for r in rows:
+        rss = " ".join(f"{k}={v:.0f}" for k, v in r.rss_mib.items())
+        body.append(
+            [
+                r.topology,
+                str(r.processes),
+                str(r.concurrency),
+                str(r.text_chars),
+                f"{r.requests - r.failed}/{r.requests}",
+                f"{r.requests_per_s:.2f}",
+                _ratio(r.requests_per_s, base.get((r.concurrency, r.text_chars))),
+                _ms(r.ttfa_p50_s),
+                _ms(r.ttfa_p95_s),
+                "-" if r.rtf is None else f"{r.rtf:.3f}",
+                f"{r.audio_s_per_s:.2f}",
+                f"{rss} (total {sum(r.rss_mib.values()):.0f})",
+            ]
+        )
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = [title] if title else []
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in body)
+    lines.append("RTF = wall seconds per audio second, all requests together (lower is better, < 1 is faster than real time);")
+    lines.append("x real-time = audio seconds produced per wall second (1 / RTF). TTFA = submit to the first audio chunk")
+    lines.append("(without --stream: to the complete response). RSS = peak resident memory of each OS process.")
+    for r in rows:
+        if r.first_error:
+            lines.append(f"failed requests in {r.topology} c={r.concurrency}: {r.failed}; first: {r.first_error}")
+    return "\n".join(lines)
+
+
+def model_name(args: argparse.Namespace) -> str:
+    return args.config or getattr(args, "model", None) or getattr(args, "model_path", None) or "omni/espeak"
+
+
+def to_json(rows: Sequence[Row], args: argparse.Namespace) -> str:
+    model = model_name(args)
+    return json.dumps({"model": model, "stream": bool(args.stream), "device": args.device, "fields": FIELDS, "rows": [asdict(r) for r in rows]}, indent=2)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``omni bench`` (registered by ``omni_runtime.cli``)."""
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        rows = asyncio.run(run_async(args, log))
+    except BenchUsageError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    if args.format == "json":
+        print(to_json(rows, args))
+    else:
+        mode = "streaming" if args.stream else "non-streaming"
+        print(render_table(rows, title=f"omni bench: {model_name(args)}, {args.requests} requests per row, {mode}, device {args.device}"))
+    if args.plot and rows:
+        from .plot import plot_rows
+
+        plot_rows(rows, args.plot, title=model_name(args))
+        log(f"bench: wrote {args.plot}")
+    # Every request failing is a tool failure (a broken pipeline), not a usage mistake.
+    return 2 if rows and all(r.failed == r.requests for r in rows) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m omni_runtime.bench``: the same command without the ``omni`` front end."""
+    from omni_config import ConfigError, ConfigFileError, split_overrides
+
+    from ..errors import StartupError
+    from ..selection import UserError
+
+    rest, overrides = split_overrides(list(sys.argv[1:] if argv is None else argv))
+    parser = argparse.ArgumentParser(prog="omni bench", description="Measure a workload on the current topology and on alternatives, side by side.")
+    add_arguments(parser)
+    args = parser.parse_args(rest)
+    args.overrides = overrides
+    try:
+        return run(args)
+    except (ConfigError, ConfigFileError) as exc:
+        print(exc.render() if isinstance(exc, ConfigError) else str(exc), file=sys.stderr)
+        return int(getattr(exc, "exit_code", 1))
+    except StartupError as exc:
+        print("error: " + exc.render(), file=sys.stderr)
+        return 2
+    except UserError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
