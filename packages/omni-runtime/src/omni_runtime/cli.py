@@ -23,10 +23,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .output import SUFFIX_FORMATS, output_format, stdout_reserved, write_atomic
 from .selection import DEFAULT_MODEL, Pipeline, UserError, add_pipeline_arguments, load_pipeline
-
-#: Output suffix -> the format it names (OpenAI's response formats, plus .raw and .ogg).
-SUFFIX_FORMATS = {".wav": "wav", ".flac": "flac", ".pcm": "pcm", ".raw": "pcm", ".mp3": "mp3", ".opus": "opus", ".ogg": "opus", ".aac": "aac"}
 
 _OVERRIDES_HELP = """\
 pipeline overrides (any flag with a dot in its name):
@@ -287,7 +285,7 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         raise UserError("error: the text is empty\n  fix:  pass the words to speak, e.g. omni synthesize \"Hello.\" -o out.wav")
     if not MIN_SPEED <= args.speed <= MAX_SPEED:
         raise UserError(f"error: --speed = {args.speed}\n  rule: speed must be between {MIN_SPEED} and {MAX_SPEED}\n  fix:  pass --speed 1.0")
-    fmt = _output_format(args.output, args.format)
+    fmt = output_format(args.output, args.format)
     out = None if args.output == "-" else Path(args.output)
     if out is not None and not out.parent.is_dir():
         raise UserError(f"error: -o {args.output}\n  rule: the folder {str(out.parent)!r} does not exist\n  fix:  create it or write somewhere else")
@@ -305,37 +303,18 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
             await _quiet_shutdown(runtime)
 
     if out is None:
-        with _stdout_reserved() as audio_out:
+        with stdout_reserved() as audio_out:
             audio = asyncio.run(run())
             audio_out.write(encode(audio, fmt))
         return 0
     audio = asyncio.run(run())
-    _write_atomic(out, encode(audio, fmt))
+    write_atomic(out, encode(audio, fmt))
     seconds = audio.frames / audio.sample_rate
     print(f"wrote {out} ({fmt}, {seconds:.2f} s, {audio.sample_rate} Hz, {audio.channels} channel{'s' if audio.channels != 1 else ''})")
     return 0
 
 
 # -- shared -----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _stdout_reserved() -> Iterator[Any]:
-    """Keep the real stdout for audio bytes (``-o -``); everything else printing there goes to stderr.
-
-    Stage processes inherit file descriptor 1, so a stray ``print`` in model
-    code would otherwise corrupt the audio piped into another program.
-    """
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        with os.fdopen(os.dup(saved), "wb") as audio_out:
-            yield audio_out
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
@@ -412,46 +391,10 @@ def _known_error_text(exc: BaseException) -> str:
     return str(exc)
 
 
-def _output_format(output: str, requested: str | None) -> str:
-    """The format ``-o`` names by its suffix (or ``--format``), refused unless this build encodes it.
-
-    Never writes one format under another format's name (WAV bytes in ``out.mp3``).
-    """
-    from .serving.audio import AUDIO_FORMATS
-
-    suffix = "" if output == "-" else Path(output).suffix.lower()
-    named = SUFFIX_FORMATS.get(suffix)
-    if suffix and named is None and requested is None:
-        known = ", ".join(SUFFIX_FORMATS)
-        raise UserError(f"error: -o {output}\n  rule: the suffix {suffix!r} names no audio format (known: {known})\n  fix:  -o out.wav, or pass --format")
-    if requested is not None and named is not None and requested != named:
-        raise UserError(
-            f"error: -o {output} --format {requested}\n  rule: the suffix {suffix!r} says {named}, --format says {requested}\n"
-            f"  fix:  -o {Path(output).with_suffix('.' + requested)}, or drop --format"
-        )
-    fmt = requested or named or "wav"
-    if fmt not in AUDIO_FORMATS:
-        raise UserError(
-            f"error: -o {output}\n  rule: this omni-runtime cannot encode {fmt} (it encodes: {', '.join(AUDIO_FORMATS)})\n"
-            f"  fix:  -o {Path(output).with_suffix('.wav') if output != '-' else '- --format wav'}"
-        )
-    return fmt
-
-
 def _version() -> str:
     from . import __version__
 
     return __version__
-
-
-def _write_atomic(path: Path, payload: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(payload)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"error: cannot write {path}: {exc.strerror}\n  fix:  choose a writable output path") from None
 
 
 def _stdout(line: str) -> None:

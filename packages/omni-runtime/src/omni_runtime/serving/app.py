@@ -67,7 +67,9 @@ class ServingSettings:
 
 def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
     """Build the app for ``runtime`` (started, or being started)."""
-    app = FastAPI(title="omni", summary="OpenAI-compatible text-to-speech over an omni process topology")
+    # no /docs or /redoc: FastAPI's pages load Swagger/ReDoc from a CDN, which a server on a closed network
+    # cannot reach and an operator should not have to trust; /openapi.json stays for generators and editors
+    app = FastAPI(title="omni", summary="OpenAI-compatible text-to-speech over an omni process topology", docs_url=None, redoc_url=None)
     pids = getattr(runtime, "instance_pids", dict)
     metrics = ServingMetrics(runtime.queue_depths, runtime.health, pids, settings.build, getattr(runtime, "supervision", None))
     app.state.runtime, app.state.settings, app.state.metrics = runtime, settings, metrics
