@@ -49,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    if getattr(args, "log_level", None):
+        from . import logs
+
+        logs.configure(args.log_level, getattr(args, "log_format", "text"))
     try:
         return int(args.func(args) or 0)
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -87,7 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="model id clients send in 'model' (repeatable; default: --model, else the pipeline name)",
     )
     serve.add_argument("--max-input-chars", type=_positive_int, default=4096, help="longest accepted 'input'; longer is a 413 (default: %(default)s)")
-    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="uvicorn log level")
+    serve.add_argument(
+        "--max-inflight",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="requests in flight at most; past it the server answers 429 at once (default: no bound)",
+    )
+    serve.add_argument(
+        "--shutdown-grace",
+        type=_nonnegative_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM or Ctrl-C: stop admitting, let in-flight requests finish this long, then fail the rest with 503 (default: %(default)s)",
+    )
     from .serving.flags import add_operator_args, env_defaults
 
     add_operator_args(serve)
@@ -133,6 +150,15 @@ def _subparser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 def _runtime_args(parser: argparse.ArgumentParser) -> None:
     add_pipeline_arguments(parser)
     parser.add_argument("--startup-timeout", type=float, default=120.0, help="seconds every process gets to build its stages (default: %(default)s)")
+    parser.add_argument(
+        "--request-timeout",
+        type=_positive_float,
+        default=300.0,
+        metavar="SECONDS",
+        help="deadline of each request; past it the request fails and is cancelled in every stage (default: %(default)s)",
+    )
+    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level of the server and every worker (default: %(default)s)")
+    parser.add_argument("--log-format", default="text", choices=["text", "json"], help="one line per event as text, or as one JSON object (default: %(default)s)")
     add_backend_args(parser)
 
 
@@ -235,6 +261,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         log_level=args.log_level,
+        shutdown_grace=args.shutdown_grace,
         root_path=args.root_path.rstrip("/"),
         keep_alive=args.keep_alive_timeout,
         connections=ConnectionLimits(header_timeout=args.header_timeout, max_connections=args.max_connections),
@@ -299,6 +326,10 @@ def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
         startup_timeout=args.startup_timeout,
         model_path=pipeline.weights,
         log=log,
+        request_timeout=args.request_timeout,
+        max_inflight=getattr(args, "max_inflight", None),
+        log_level=args.log_level,
+        log_format=args.log_format,
         **backend_kwargs(args),
     )
 
@@ -380,6 +411,22 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return value
 
+
+def _positive_float(text: str) -> float:
+    value = _nonnegative_float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def _nonnegative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
+    return value
 
 
 if __name__ == "__main__":

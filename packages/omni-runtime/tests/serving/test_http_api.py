@@ -313,7 +313,7 @@ def test_health_reports_every_process(server):
     response = httpx.get(f"{server.url}/health")
     assert response.status_code == 200
     body = response.json()
-    assert body["status"] == "ok"
+    assert body["status"] == "ready"
     assert body["processes"] == {"frontend": "ready", "vocoder": "ready"}
 
 
