@@ -326,10 +326,10 @@ def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
         startup_timeout=args.startup_timeout,
         model_path=pipeline.weights,
         log=log,
-        request_timeout=args.request_timeout,
+        request_timeout=getattr(args, "request_timeout", 300.0),  # omni topology --backend ray starts a runtime without these flags
         max_inflight=getattr(args, "max_inflight", None),
-        log_level=args.log_level,
-        log_format=args.log_format,
+        log_level=getattr(args, "log_level", "warning"),
+        log_format=getattr(args, "log_format", "text"),
         **backend_kwargs(args),
     )
 

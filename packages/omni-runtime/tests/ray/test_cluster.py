@@ -160,3 +160,37 @@ def test_removing_a_node_fails_its_in_flight_requests_fast(cluster):
         assert seconds < 10, f"an in-flight request took {seconds:.1f} s to fail after its node was removed"
     assert health["processes"]["back"] != "ready" and not health["healthy"]
     assert not {n for n in (a["name"] for a in omni_actors()) if n.startswith(f"omni:{run_id}:")}
+
+
+def test_after_a_node_is_lost_the_process_restarts_on_a_node_that_fits(cluster):
+    """Restart per policy: ``back`` (needs node_b) comes back once a node offering node_b joins, and serves."""
+
+    async def scenario():
+        policy = {"max_restarts": 5, "window_s": 120, "backoff_s": 0.2}
+        runtime = Runtime(three_nodes_topology(restart=policy), backend="ray", device="cpu", log=None)
+        await runtime.start()
+        try:
+            handle = await runtime.submit({"hold_s": 60})
+            await asyncio.sleep(1.0)
+            cluster.remove("node_b")
+            with pytest.raises(RequestFailed):
+                await asyncio.wait_for(handle.result(), 30)
+            new_node = cluster.add("node_b_again", {"node_b": 4})
+            deadline = time.monotonic() + 120
+            result = None
+            while result is None and time.monotonic() < deadline:
+                try:
+                    handle = await runtime.submit({"nbytes": 2 * MiB})
+                    result = await asyncio.wait_for(handle.result(), 60)
+                except RequestFailed:
+                    await asyncio.sleep(0.5)
+            placements = await runtime.placements()
+            return runtime.run_id, new_node, result, placements
+        finally:
+            await runtime.shutdown()
+
+    run_id, new_node, result, placements = run(scenario(), timeout=300)
+    assert result is not None, "the runtime did not recover once a node offering node_b was back"
+    assert result["nodes"]["c"] == new_node and placements["back"]["node_id"] == new_node
+    assert result["numel"] == 2 * MiB // 4  # the cross-node hop to the new node works (new TCP address learned)
+    assert not {n for n in (a["name"] for a in omni_actors()) if n.startswith(f"omni:{run_id}:")}

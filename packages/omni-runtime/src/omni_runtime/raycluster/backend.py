@@ -146,7 +146,7 @@ class RayLaunchBackend(Backend):
         self.launcher = launcher
 
     async def launch(self, launch: WorkerLaunch) -> RayWorkerHandle:
-        worker = self.launcher.respawn(launch.instance)
+        worker = await self.launcher.respawn_async(launch.instance)
         return RayWorkerHandle(worker, asyncio.get_running_loop())
 
     async def close(self) -> None:

@@ -160,6 +160,27 @@ class RayLauncher:
         """A fresh actor for ``name`` (same request; Ray picks any node that satisfies it)."""
         return self._spawn(self.plan.actor(name))
 
+    async def respawn_async(self, name: str, timeout: float = 60.0) -> RayWorker:
+        """:meth:`respawn`, waiting (without blocking the loop) while Ray still holds the dead actor's name.
+
+        After a node is lost, the owner learns of its actor's death before the GCS
+        marks the actor dead and frees its name; the restart waits for that.
+        """
+        import ray
+
+        old = self.workers.get(name)
+        if old is not None:  # a lost node's actor can stay registered (and hold its name) until it is killed
+            with contextlib.suppress(Exception):
+                ray.kill(old.actor, no_restart=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.respawn(name)
+            except Exception as exc:  # ActorAlreadyExistsError (a ValueError in older Ray)
+                if "already taken" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.2)
+
     def _spawn(self, request: ActorRequest) -> RayWorker:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -187,15 +208,7 @@ class RayLauncher:
         return worker
 
     def _create(self, options: dict[str, Any]) -> Any:
-        """Create the named actor; a name still held by the actor it replaces is retried briefly."""
-        deadline = time.monotonic() + 10.0
-        while True:
-            try:
-                return self._actor_class.options(**options).remote()
-            except ValueError as exc:  # "The name ... is already taken": the dead actor's name is released asynchronously
-                if "already taken" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        return self._actor_class.options(**options).remote()
 
     def _placed(self, worker: RayWorker, fut: asyncio.Future[Any]) -> None:
         if not fut.cancelled() and fut.exception() is None:
