@@ -75,6 +75,7 @@ def test_folder_link_to_a_sibling_is_not_a_loop(tmp_path):
     (model / "data").mkdir()
     os.symlink("data", model / "alias")
     code, lines = _cli(tmp_path)
+    assert code == 1 and any(line.startswith("m/stages.py:") and " OL001 " in line for line in lines)
     assert not any(" OL900 " in line for line in lines), lines
 
 
