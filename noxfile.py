@@ -142,6 +142,14 @@ def bench_ray(session: nox.Session) -> None:
 
 
 @nox.session
+def chaos(session: nox.Session) -> None:
+    """Chaos benchmark (not in the default set): omni serve under load while workers are killed, then 10x overload."""
+    _install(session, "omni-models", extras="")
+    session.install(*CONSTRAINTS, "httpx")
+    session.run("python", "benchmarks/chaos_bench.py", *session.posargs)
+
+
+@nox.session
 def bench_models(session: nox.Session) -> None:
     """`omni bench` for every model on the CPU: throughput and TTFA at concurrency 1, 8 and 32 with ratios (--split adds the fully split topology)."""
     _install(session, "omni-models", extras="")

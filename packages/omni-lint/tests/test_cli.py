@@ -164,3 +164,10 @@ def test_cache_flags(cli, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         cli("--jobs", "0", ".", cwd=tmp_path)
     assert exit_info.value.code == 2
+
+
+def test_version_is_the_installed_one():
+    from importlib.metadata import version
+
+    done = subprocess.run([sys.executable, "-m", "omni_lint", "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.split()[-1] == version("omni-lint"), done

@@ -102,3 +102,21 @@ def test_factory_outside_the_tree_is_info(tmp_path):
     report = run_lint(tmp_path)
     assert [(f.code, f.line) for f in report.findings] == [("OL101", 4)]
     assert report.exit_code == 0
+
+
+def test_one_finding_per_state_and_stage_pair_across_variants(tmp_path):
+    stages = chain("m", ["preprocessing", "tts_engine"])
+    write_tree(
+        tmp_path,
+        {
+            "m/__init__.py": "",
+            "m/stages.py": HANDOFF,
+            "m/pipeline.yaml": pipeline_yaml("m", stages),
+            "m/pipeline_fast.yaml": pipeline_yaml("m", stages),
+            "m/pipeline_split.yaml": pipeline_yaml("m", stages),
+        },
+    )
+    report = run_lint(tmp_path)
+    (finding,) = report.findings
+    assert finding.code == "OL001"
+    assert "but m/pipeline.yaml, m/pipeline_fast.yaml and m/pipeline_split.yaml do not tie preprocessing and tts_engine" in finding.message

@@ -92,3 +92,10 @@ def test_export_cli_writes_a_loadable_directory(tmp_path):
     assert (tmp_path / "ckpt" / "model.safetensors").is_file()
     bad = subprocess.run([sys.executable, "-m", "omni_models.export", "nobody/model", str(tmp_path)], check=False, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "unknown model 'nobody/model'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_export_cli_says_its_version():
+    import omni_models
+
+    out = subprocess.run([sys.executable, "-m", "omni_models.export", "--version"], check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == f"python -m omni_models.export {omni_models.__version__}", out

@@ -47,12 +47,18 @@ def group(config: PipelineConfig, issues: list[ConfigIssue]) -> Grouping:
         plain = tuple(s.name for s in members if s.tp_size == 1)
         num_replicas = config.processes[name].num_replicas if name in config.processes else 1
         ray = _ray_placement(config.processes[name]) if name in config.processes else {}
+        restart = _restart_policy(config.processes[name]) if name in config.processes else {}
         settings = config.processes.get(name)
-        # an entry that only says where Ray places the process neither replicates nor moves it
-        ray_only = settings is not None and ray and settings.num_replicas == 1 and settings.replica_devices is None
-        replicated_by = name if settings is not None and not ray_only else None
+        # an entry that only says where Ray places the process, or how it restarts, neither replicates nor moves it
+        policy_only = (
+            settings is not None
+            and (ray or "restart" in getattr(settings, "model_fields_set", ()))
+            and settings.num_replicas == 1
+            and settings.replica_devices is None
+        )
+        replicated_by = name if settings is not None and not policy_only else None
         if plain:
-            processes.append(CompiledProcess(name, plain, name, None, 1, num_replicas, replicated_by, ray))
+            processes.append(CompiledProcess(name, plain, name, None, 1, num_replicas, replicated_by, ray, restart))
         if tp_stages:
             tp = tp_stages[0]
             for rank in range(tp.tp_size):
@@ -61,7 +67,7 @@ def group(config: PipelineConfig, issues: list[ConfigIssue]) -> Grouping:
                     issues.append(ConfigIssue(
                         f"stages.{tp.name}.tp_size", f"tensor parallelism names the rank process '{rank_name}', which is already a declared process",
                         f"rename the process '{rank_name}' or give {tp.name} another process name", value=tp.tp_size))
-                processes.append(CompiledProcess(rank_name, (tp.name,), name, rank, tp.tp_size, num_replicas, replicated_by, ray))
+                processes.append(CompiledProcess(rank_name, (tp.name,), name, rank, tp.tp_size, num_replicas, replicated_by, ray, restart))
         for s in members:
             if s.gpu is not None and len(s.gpu_ids) != s.tp_size:
                     issues.append(ConfigIssue(
@@ -179,3 +185,11 @@ def _ray_placement(settings: Any) -> dict[str, Any]:
     if ray.label_selector:
         out["label_selector"] = dict(ray.label_selector)
     return out
+
+
+def _restart_policy(settings: Any) -> dict[str, Any]:
+    """``processes.<P>.restart`` as plain data for the runtime's supervisor."""
+    restart = getattr(settings, "restart", None)
+    if restart is None:
+        return {}
+    return {"max_restarts": restart.max_restarts, "window_s": restart.window_s, "backoff_s": restart.backoff_s}

@@ -49,6 +49,8 @@ class CompiledProcess:
     """The ``processes.<name>`` entry that replicates or moves this group, if any."""
     ray: dict[str, Any] = field(default_factory=dict)
     """``processes.<name>.ray`` as plain data (only the keys set): placement for the Ray backend."""
+    restart: dict[str, Any] = field(default_factory=dict)
+    """``processes.<name>.restart`` as plain data; empty: the schema's defaults (the runtime fills them in)."""
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,14 @@ class RayPlacementConfig(_Frozen):
     )
 
 
+class RestartPolicyConfig(_Frozen):
+    """How the runtime restarts a process instance that died (the defaults apply to every process)."""
+
+    max_restarts: int = Field(default=5, ge=0, description="Restarts allowed within window_s; past them the process stays dead and the runtime is unhealthy. 0 never restarts.")
+    window_s: float = Field(default=60.0, gt=0, description="Seconds over which max_restarts is counted (a sliding window).")
+    backoff_s: float = Field(default=1.0, ge=0, description="Seconds before the first restart; doubled for each further restart in the window (at most 30 s).")
+
+
 class ProcessConfig(_Frozen):
     num_replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS, description="Instances of the whole process; each request keeps one.")
     replica_devices: DeviceList = Field(
@@ -103,6 +111,7 @@ class ProcessConfig(_Frozen):
         description="num_replicas * tp_size GPU ids, one consecutive group per replica. Moves the process even with num_replicas: 1.",
     )
     ray: RayPlacementConfig = Field(default_factory=RayPlacementConfig, description="Placement on a Ray cluster (omni serve --backend ray).")
+    restart: RestartPolicyConfig = Field(default_factory=RestartPolicyConfig, description="Restart policy when an instance of this process dies.")
 
 
 class PlacementConfig(_Frozen):

@@ -32,12 +32,15 @@ PROCESS_FIELDS: dict[str, ValueKind] = {
     "num_replicas": ValueKind.SCALAR,
     "replica_devices": ValueKind.ID_LIST,
     "ray.num_cpus": ValueKind.SCALAR,
+    "restart.max_restarts": ValueKind.SCALAR,
+    "restart.window_s": ValueKind.SCALAR,
+    "restart.backoff_s": ValueKind.SCALAR,
 }
 #: Process fields that are maps: ``processes.P.ray.resources.node_b 1`` sets one key (typed by the kind).
 PROCESS_MAP_FIELDS: dict[str, ValueKind] = {"ray.resources": ValueKind.SCALAR, "ray.label_selector": ValueKind.TEXT}
 
 #: Process fields that group others (``ray: {...}`` in a file, or a whole YAML value on the command line).
-PROCESS_GROUPS = ("ray",)
+PROCESS_GROUPS = ("ray", "restart")
 
 
 def process_field_kind(field: str, key: str | None) -> ValueKind:

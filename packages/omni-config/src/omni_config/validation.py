@@ -18,7 +18,7 @@ _CHILDREN: dict[str, dict[str, str]] = {
     "PipelineConfig": {"stages": "StageConfig", "processes": "ProcessConfig", "placement": "PlacementConfig", "process_local_edges": "ProcessLocalEdge"},
     "StageConfig": {"runtime": "StageRuntimeConfig"},
     "StageRuntimeConfig": {"resources": "ResourcesConfig"},
-    "ProcessConfig": {"ray": "RayPlacementConfig"},
+    "ProcessConfig": {"ray": "RayPlacementConfig", "restart": "RestartPolicyConfig"},
 }
 _KEYED = {("stages",), ("process_local_edges",), ("processes",)}
 

@@ -80,7 +80,7 @@ class LintCache:
 
     def state(self, path: str) -> str:
         if path not in self._states:
-            self._states[path] = path_state(Path(path))
+            self._states[path] = path_state(path)
         return self._states[path]
 
     def _entry(self, folder: Path) -> Path:

@@ -76,6 +76,21 @@ def broken_link(path: Path) -> str | None:
     return None
 
 
+def folder_link_loop(here: Path, link: Path) -> str | None:
+    """Why a folder symlink in ``here`` loops (its target is ``here`` or a folder above it), else None.
+
+    The walk never enters linked folders, so such a link cannot hang it; but a tool that does
+    follow links (an import, a packager, ``cp -r``) would recurse forever, so it is reported."""
+    target = os.path.realpath(link)
+    if not os.path.isdir(target):
+        return None
+    inside = os.path.realpath(here)
+    if inside == target or inside.startswith(target.rstrip(os.sep) + os.sep):
+        where = "its own folder" if inside == target else f"{target}, a folder that contains the link"
+        return f"symlink loop: this folder link points at {where}, so following it recurses forever"
+    return None
+
+
 def _not_regular(path: Path) -> str | None:
     """Why a Python or pipeline file is not read (a FIFO would block, a device never ends), else None."""
     try:
@@ -95,29 +110,47 @@ def file_kind(mode: int) -> str:
 def walk_tree(start: Path, excluded: Callable[[Path], bool], problems: dict[Path, str]) -> Iterator[tuple[Path, list[str]]]:
     """``(folder, file names)`` under ``start`` in sorted order, skipping default-excluded and
     ``exclude``d folders; symlinked folders are not entered (so no cycle), and every symlink
-    that loops is recorded in ``problems`` (reported as OL900, never a silent skip)."""
-    for dirpath, dirnames, filenames in os.walk(start):
-        here = Path(dirpath)
-        for name in [*dirnames, *filenames]:
-            reason = broken_link(here / name)
-            if reason is None and (name.endswith(".py") or PIPELINE_FILE.match(name)):
-                reason = _not_regular(here / name)
+    that loops (a file link chain, or a folder link to its own folder or one above it), and every Python or pipeline file that is not a regular file, is recorded in
+    ``problems`` (reported as OL900, never a silent skip). Iterative, one ``scandir`` per folder."""
+    pending = [start]
+    while pending:
+        here = pending.pop()
+        try:
+            entries = sorted(os.scandir(here), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        folders, names = [], []
+        for entry in entries:
+            path = here / entry.name
+            reason = None
+            try:
+                link = entry.is_symlink()
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if link:
+                reason = broken_link(path) or folder_link_loop(here, path)
+            wanted = entry.name.endswith(".py") or PIPELINE_FILE.match(entry.name)
+            if reason is None and wanted and (link or not entry.is_file(follow_symlinks=False)):
+                reason = _not_regular(path)
             if reason is not None:
-                problems[here / name] = reason
-        dirnames[:] = sorted(
-            name for name in dirnames
-            if name not in DEFAULT_EXCLUDES and not name.startswith(".") and not excluded(here / name) and (here / name) not in problems
-        )
-        yield here, sorted(name for name in filenames if (here / name) not in problems)
+                problems[path] = reason
+            elif is_dir:
+                if entry.name not in DEFAULT_EXCLUDES and not entry.name.startswith(".") and not excluded(path):
+                    folders.append(path)
+            elif not (link and os.path.isdir(path)):
+                names.append(entry.name)
+        yield here, names
+        pending.extend(reversed(folders))
 
 
-def path_state(path: Path) -> str:
+def path_state(path: Path | str) -> str:
     """``file``, ``dir`` or ``none``: what an import probe saw at ``path``."""
-    if os.path.isfile(path):
-        return "file"
-    if os.path.isdir(path):
-        return "dir"
-    return "none"
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return "none"
+    return "file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode) else "none"
 
 
 def folder_python_files(folder: Path, excluded: Callable[[Path], bool], problems: dict[Path, str]) -> list[Path]:

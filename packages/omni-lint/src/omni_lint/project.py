@@ -112,6 +112,22 @@ class Project:
     def module_file(self, name: str) -> Path | None:
         if name in self._files:
             return self._files[name]
+        shared = self.sources.shared_modules.get((self.root, name))
+        if shared is not None:  # found by another unit of the run: its probes count for this one too
+            found, probes = shared
+            self.sources.replay((frozenset(), probes))
+            self._files[name] = found
+            return found
+        self.sources.begin()
+        try:
+            found = self._locate(name)
+        finally:
+            _reads, probes = self.sources.end()
+        self.sources.shared_modules[(self.root, name)] = (found, probes)
+        self._files[name] = found
+        return found
+
+    def _locate(self, name: str) -> Path | None:
         found = None
         if name and all(part.isidentifier() for part in name.split(".")):
             base = self.root.joinpath(*name.split("."))
@@ -122,7 +138,6 @@ class Project:
             else:
                 if self.sources.is_dir(base):
                     found = base  # namespace package (no __init__.py)
-        self._files[name] = found
         return found
 
     def is_module(self, name: str) -> bool:

@@ -163,6 +163,8 @@ class SourceCache:
         self.scans: dict[tuple[Path, str, str], Any] = {}
         #: function facts by (import root, function), with what computing them read and probed
         self.facts: dict[tuple[Path, Any], Any] = {}
+        #: where each dotted module name of an import root lives, with the paths probed to find it
+        self.module_files: dict[tuple[Path, str], Any] = {}
 
     def get(self, path: Path) -> ParsedFile:
         parsed = self._files.get(path)
@@ -186,12 +188,6 @@ class SourceCache:
             self._files[resolved] = parsed
         self._files[path] = parsed
         return parsed
-
-    def is_file(self, path: Path) -> bool:
-        return path.is_file()
-
-    def is_dir(self, path: Path) -> bool:
-        return path.is_dir()
 
     def files(self) -> list[ParsedFile]:
         unique: dict[Path, ParsedFile] = {}

@@ -50,6 +50,10 @@ class Tracker:
     def shared_facts(self) -> dict[Any, Any]:
         return self.sources.facts
 
+    @property
+    def shared_modules(self) -> dict[Any, Any]:
+        return self.sources.module_files
+
     def get(self, path: Path) -> ParsedFile:
         parsed = self.sources.get(path)
         self.read[parsed.path] = parsed

@@ -75,7 +75,9 @@ def walk(node: cst.CSTNode, visitor: Visitor) -> None:
         if not on_visit(current):
             continue
         kind = type(current)
-        names = fields.get(kind) or _fields(kind)
+        names = fields.get(kind)
+        if names is None:
+            names = _fields(kind)
         found = []
         for name in names:
             value = getattr(current, name)

@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 
+from . import __version__
 from .common.weights import DEFAULT_SEED
 
 
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model", help="model id, e.g. qwen/qwen3-tts")
     parser.add_argument("directory", help="output directory (created if missing)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="weight seed (the stages' 'seed' factory arg)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = parser.parse_args(argv)
     packages = _registered_packages()
     if args.model not in packages:

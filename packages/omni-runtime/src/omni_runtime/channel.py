@@ -3,15 +3,17 @@
 Chunks from an in-process producer are put with back-pressure (the producer
 waits while the queue is full); chunks arriving from another process are
 appended at once, because the socket's receive loop must never stall on one
-slow consumer. The queue ends with an explicit done marker carrying the
-producer's final payload, never with a timeout.
+slow consumer. Their bound is the producer's credit window (:mod:`.flow`): the
+channel reports each one the consumer takes (``on_taken(origin)``) so the
+worker can hand the producer new credit. The queue ends with an explicit done
+marker carrying the producer's final payload, never with a timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from .errors import RequestCancelled
@@ -27,9 +29,11 @@ class _Done:
 class ChunkChannel:
     """Ordered chunks for one consumer stage of one request; lives on the worker's event loop."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, producers: int, maxsize: int = 64) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, producers: int, maxsize: int = 64, on_taken: Callable[[str], None] | None = None) -> None:
         self._loop = loop
         self._items: deque[Any] = deque()
+        self._origins: deque[str | None] = deque()  # parallel to _items: the remote producer of each, or None
+        self._on_taken = on_taken
         self._maxsize = maxsize
         self._pending_producers = max(1, producers)
         self._upstream: Any = None
@@ -49,10 +53,14 @@ class ChunkChannel:
             raise self._aborted
         self._push(chunk)
 
-    def put_nowait(self, chunk: Any) -> None:
-        """Append without waiting (chunks that already crossed a socket)."""
+    def put_nowait(self, chunk: Any, origin: str | None = None) -> None:
+        """Append without waiting (chunks that already crossed a socket, from the instance ``origin``)."""
         if self._aborted is None:
-            self._push(chunk)
+            self._push(chunk, origin)
+
+    def __len__(self) -> int:
+        """Chunks queued and not yet taken by the consumer."""
+        return len(self._items)
 
     def finish(self, upstream_payload: Any) -> None:
         """One producer's done signal; the stream ends once every producer sent it."""
@@ -73,8 +81,9 @@ class ChunkChannel:
             if not fut.done():
                 fut.set_result(None)
 
-    def _push(self, item: Any) -> None:
+    def _push(self, item: Any, origin: str | None = None) -> None:
         self._items.append(item)
+        self._origins.append(origin)
         self._wake_getter()
 
     def _wake_getter(self) -> None:
@@ -92,6 +101,9 @@ class ChunkChannel:
         if self._aborted is not None:
             raise self._aborted
         item = self._items.popleft()
+        origin = self._origins.popleft()
+        if origin is not None and self._on_taken is not None:
+            self._on_taken(origin)
         while self._space:
             fut = self._space.popleft()
             if not fut.done():

@@ -23,10 +23,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .output import SUFFIX_FORMATS, output_format, stdout_reserved, write_atomic
 from .selection import DEFAULT_MODEL, Pipeline, UserError, add_pipeline_arguments, load_pipeline
-
-#: Output suffix -> the format it names (OpenAI's response formats, plus .raw and .ogg).
-SUFFIX_FORMATS = {".wav": "wav", ".flac": "flac", ".pcm": "pcm", ".raw": "pcm", ".mp3": "mp3", ".opus": "opus", ".ogg": "opus", ".aac": "aac"}
 
 _OVERRIDES_HELP = """\
 pipeline overrides (any flag with a dot in its name):
@@ -51,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    if getattr(args, "log_level", None):
+        from . import logs
+
+        logs.configure(args.log_level, getattr(args, "log_format", "text"))
     try:
         return int(args.func(args) or 0)
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -89,7 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="model id clients send in 'model' (repeatable; default: --model, else the pipeline name)",
     )
     serve.add_argument("--max-input-chars", type=_positive_int, default=4096, help="longest accepted 'input'; longer is a 413 (default: %(default)s)")
-    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="uvicorn log level")
+    serve.add_argument(
+        "--max-inflight",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="requests in flight at most; past it the server answers 429 at once (default: no bound)",
+    )
+    serve.add_argument(
+        "--shutdown-grace",
+        type=_nonnegative_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM or Ctrl-C: stop admitting, let in-flight requests finish this long, then fail the rest with 503 (default: %(default)s)",
+    )
     from .serving.flags import add_operator_args, env_defaults
 
     add_operator_args(serve)
@@ -135,6 +150,15 @@ def _subparser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 def _runtime_args(parser: argparse.ArgumentParser) -> None:
     add_pipeline_arguments(parser)
     parser.add_argument("--startup-timeout", type=float, default=120.0, help="seconds every process gets to build its stages (default: %(default)s)")
+    parser.add_argument(
+        "--request-timeout",
+        type=_positive_float,
+        default=300.0,
+        metavar="SECONDS",
+        help="deadline of each request; past it the request fails and is cancelled in every stage (default: %(default)s)",
+    )
+    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level of the server and every worker (default: %(default)s)")
+    parser.add_argument("--log-format", default="text", choices=["text", "json"], help="one line per event as text, or as one JSON object (default: %(default)s)")
     add_backend_args(parser)
 
 
@@ -237,6 +261,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         log_level=args.log_level,
+        shutdown_grace=args.shutdown_grace,
         root_path=args.root_path.rstrip("/"),
         keep_alive=args.keep_alive_timeout,
         connections=ConnectionLimits(header_timeout=args.header_timeout, max_connections=args.max_connections),
@@ -260,7 +285,7 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         raise UserError("error: the text is empty\n  fix:  pass the words to speak, e.g. omni synthesize \"Hello.\" -o out.wav")
     if not MIN_SPEED <= args.speed <= MAX_SPEED:
         raise UserError(f"error: --speed = {args.speed}\n  rule: speed must be between {MIN_SPEED} and {MAX_SPEED}\n  fix:  pass --speed 1.0")
-    fmt = _output_format(args.output, args.format)
+    fmt = output_format(args.output, args.format)
     out = None if args.output == "-" else Path(args.output)
     if out is not None and not out.parent.is_dir():
         raise UserError(f"error: -o {args.output}\n  rule: the folder {str(out.parent)!r} does not exist\n  fix:  create it or write somewhere else")
@@ -278,37 +303,18 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
             await _quiet_shutdown(runtime)
 
     if out is None:
-        with _stdout_reserved() as audio_out:
+        with stdout_reserved() as audio_out:
             audio = asyncio.run(run())
             audio_out.write(encode(audio, fmt))
         return 0
     audio = asyncio.run(run())
-    _write_atomic(out, encode(audio, fmt))
+    write_atomic(out, encode(audio, fmt))
     seconds = audio.frames / audio.sample_rate
     print(f"wrote {out} ({fmt}, {seconds:.2f} s, {audio.sample_rate} Hz, {audio.channels} channel{'s' if audio.channels != 1 else ''})")
     return 0
 
 
 # -- shared -----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _stdout_reserved() -> Iterator[Any]:
-    """Keep the real stdout for audio bytes (``-o -``); everything else printing there goes to stderr.
-
-    Stage processes inherit file descriptor 1, so a stray ``print`` in model
-    code would otherwise corrupt the audio piped into another program.
-    """
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        with os.fdopen(os.dup(saved), "wb") as audio_out:
-            yield audio_out
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
@@ -320,6 +326,10 @@ def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
         startup_timeout=args.startup_timeout,
         model_path=pipeline.weights,
         log=log,
+        request_timeout=args.request_timeout,
+        max_inflight=getattr(args, "max_inflight", None),
+        log_level=args.log_level,
+        log_format=args.log_format,
         **backend_kwargs(args),
     )
 
@@ -381,46 +391,10 @@ def _known_error_text(exc: BaseException) -> str:
     return str(exc)
 
 
-def _output_format(output: str, requested: str | None) -> str:
-    """The format ``-o`` names by its suffix (or ``--format``), refused unless this build encodes it.
-
-    Never writes one format under another format's name (WAV bytes in ``out.mp3``).
-    """
-    from .serving.audio import AUDIO_FORMATS
-
-    suffix = "" if output == "-" else Path(output).suffix.lower()
-    named = SUFFIX_FORMATS.get(suffix)
-    if suffix and named is None and requested is None:
-        known = ", ".join(SUFFIX_FORMATS)
-        raise UserError(f"error: -o {output}\n  rule: the suffix {suffix!r} names no audio format (known: {known})\n  fix:  -o out.wav, or pass --format")
-    if requested is not None and named is not None and requested != named:
-        raise UserError(
-            f"error: -o {output} --format {requested}\n  rule: the suffix {suffix!r} says {named}, --format says {requested}\n"
-            f"  fix:  -o {Path(output).with_suffix('.' + requested)}, or drop --format"
-        )
-    fmt = requested or named or "wav"
-    if fmt not in AUDIO_FORMATS:
-        raise UserError(
-            f"error: -o {output}\n  rule: this omni-runtime cannot encode {fmt} (it encodes: {', '.join(AUDIO_FORMATS)})\n"
-            f"  fix:  -o {Path(output).with_suffix('.wav') if output != '-' else '- --format wav'}"
-        )
-    return fmt
-
-
 def _version() -> str:
     from . import __version__
 
     return __version__
-
-
-def _write_atomic(path: Path, payload: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(payload)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"error: cannot write {path}: {exc.strerror}\n  fix:  choose a writable output path") from None
 
 
 def _stdout(line: str) -> None:
@@ -437,6 +411,22 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return value
 
+
+def _positive_float(text: str) -> float:
+    value = _nonnegative_float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def _nonnegative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
+    return value
 
 
 if __name__ == "__main__":

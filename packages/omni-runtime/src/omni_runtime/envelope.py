@@ -24,6 +24,9 @@ STARTUP_ERROR = "startup_error"  # worker -> parent: a factory (or import) faile
 RESULT = "result"  # worker -> parent: terminal payload
 OUT = "out"  # worker -> parent: a terminal stage's streamed output chunk
 ERROR = "error"  # worker -> parent: a stage failed this request
+CREDIT = "credit"  # consumer -> producer instance (or parent -> terminal instance): took COUNT more chunks
+TERM = "term"  # worker -> parent: this worker received SIGTERM; the parent decides what it means
+PEER_DIED = "peer_died"  # parent -> workers: instance SRC died; reclaim what was sent to it
 PEERS = "peers"  # parent -> worker: where every process of the run listens (node and TCP address; Ray backend)
 
 # header keys ---------------------------------------------------------------
@@ -35,11 +38,17 @@ BINDING = "b"  # replica binding of the request: group -> replica index
 TIMINGS = "t"  # stage -> seconds gathered so far along this path
 HAS_DATA = "p"  # a payload follows (a done signal may carry none)
 TEXT = "x"  # error message
+DEADLINE = "d"  # the request's deadline, seconds since the epoch (one clock for every host)
+INSTANCE = "i"  # sending process instance (chunks: where credit goes back; credit: the consumer)
+COUNT = "n"  # credits returned
+OUTPUT = "@out"
+"""Stage name of the edge from a terminal stage to the parent (for credits on streamed output)."""
 PARAM = "q"  # error: the request field a stage rejected (InvalidRequest); absent for stage failures
 
 
 def header(kind: str, rid: str = "", stage: str = "", src: str = "", binding: dict[str, int] | None = None,
-           timings: dict[str, float] | None = None, has_data: bool = False, text: str = "") -> dict[str, Any]:
+           timings: dict[str, float] | None = None, has_data: bool = False, text: str = "",
+           deadline: float | None = None, instance: str = "", count: int = 0) -> dict[str, Any]:
     h: dict[str, Any] = {KIND: kind}
     if rid:
         h[RID] = rid
@@ -55,4 +64,10 @@ def header(kind: str, rid: str = "", stage: str = "", src: str = "", binding: di
         h[HAS_DATA] = True
     if text:
         h[TEXT] = text
+    if deadline is not None:
+        h[DEADLINE] = deadline
+    if instance:
+        h[INSTANCE] = instance
+    if count:
+        h[COUNT] = count
     return h

@@ -45,7 +45,7 @@ class RequestFailed(RuntimeFailure):
         """The request field at fault when ``kind`` is ``invalid_request`` (from :class:`InvalidRequest`)."""
         self.detail = ""
         """The stage's formatted traceback, for logs (never shown to API clients)."""
-        """One of ``stage_error``, ``invalid_request``, ``process_died``, ``cancelled``, ``shutdown``, ``unavailable``."""
+        """One of ``stage_error``, ``invalid_request``, ``process_died``, ``cancelled``, ``shutdown``, ``unavailable``, ``deadline``, ``overloaded``."""
 
 
 class InvalidRequest(ValueError):
@@ -67,6 +67,13 @@ class RequestCancelled(RequestFailed):
 
     def __init__(self, message: str = "request cancelled") -> None:
         super().__init__(message, kind="cancelled")
+
+
+class Overloaded(RequestFailed):
+    """``max_inflight`` requests are in flight: the request was refused at once (HTTP 429); retry later."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="overloaded")
 
 
 class RuntimeNotRunning(RuntimeFailure):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import RequestCancelled
+from .flow import CreditReturn
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -25,8 +27,17 @@ class Inflight:
     instances: frozenset[str]
     future: asyncio.Future[dict[str, Any]]
     chunks: asyncio.Queue[Any]
+    """``(origin instance, chunk)`` pairs of the terminal stage's output, then :data:`END`."""
     timings: dict[str, float] = field(default_factory=dict)
     submitted: float = 0.0
+    deadline: float | None = None
+    """Epoch seconds; the request fails and is cancelled everywhere once it passes."""
+    expiry: asyncio.TimerHandle | None = None
+    credits: CreditReturn = field(default_factory=CreditReturn)
+    untaken: Counter[str] = field(default_factory=Counter)
+    """Output chunks received per origin instance that no stream() took yet (their credit is still out)."""
+    auto_credit: bool = False
+    """Nobody streams (only ``result()`` is awaited): give credit back on arrival."""
 
 
 class RequestHandle:
@@ -68,10 +79,18 @@ class RequestHandle:
                 if self._inflight.future.done() and self._inflight.future.exception() is not None:
                     raise self._inflight.future.exception()  # type: ignore[misc]
                 return
-            yield item
+            origin, chunk = item
+            self._runtime._chunk_taken(self._inflight, origin)
+            yield chunk
 
     async def result(self) -> dict[str, Any]:
-        """The terminal payload's ``data``; raises :class:`RequestFailed`."""
+        """The terminal payload's ``data``; raises :class:`RequestFailed`.
+
+        Awaiting only the result (no :meth:`stream`) lets the output chunks
+        pile up here instead of holding the terminal stage back.
+        """
+        if not self._inflight.auto_credit:
+            self._runtime._credit_on_arrival(self._inflight)
         return await asyncio.shield(self._inflight.future)
 
     async def cancel(self) -> None:

@@ -3,7 +3,11 @@
 Two mechanisms, because either alone has a gap: ``prctl(PR_SET_PDEATHSIG)``
 has the kernel signal us the instant the parent dies (Linux only, and tied to
 the parent *thread* that spawned us), and a watchdog thread notices a changed
-``getppid()`` on any POSIX system. Both end in the same cleanup callback.
+``getppid()`` on any POSIX system. The kernel signal is one of our own
+(:data:`PARENT_DEATH_SIGNAL`, a real-time signal nothing else sends), so a
+SIGTERM from an operator or from systemd is never mistaken for the parent's
+death. Both end the process at once; the run's files are the parent's (its
+run guard removes them), never the worker's.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1
+PARENT_DEATH_SIGNAL = signal.SIGRTMIN + 6
+"""Delivered by the kernel when the parent dies; used for nothing else."""
 
 
 def _arm_prctl(sig: int) -> bool:
@@ -29,33 +34,26 @@ def _arm_prctl(sig: int) -> bool:
         return False
 
 
-def arm(parent_pid: int, on_parent_death: Callable[[], None], interval: float = 0.25) -> bool:
-    """Arm both mechanisms; ``on_parent_death`` must end the process (it runs at most once).
+def _die() -> None:
+    os._exit(1)
 
-    Returns whether the kernel signal was armed. If the parent is already gone
-    (it died before we got here) the callback runs immediately.
+
+def arm(parent_pid: int, interval: float = 0.25) -> bool:
+    """Exit this process when ``parent_pid`` dies; returns whether the kernel signal was armed.
+
+    Call it from the main thread. If the parent is already gone (it died
+    before we got here) the process exits immediately.
     """
-    fired = threading.Lock()
-
-    def fire() -> None:
-        if fired.acquire(blocking=False):
-            on_parent_death()
-            os._exit(1)
-
-    def on_signal(signum: int, frame: object) -> None:
-        fire()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    armed = _arm_prctl(signal.SIGTERM)
+    signal.signal(PARENT_DEATH_SIGNAL, lambda _signum, _frame: _die())
+    armed = _arm_prctl(PARENT_DEATH_SIGNAL)
     if os.getppid() != parent_pid:
-        fire()
+        _die()
 
     def watchdog() -> None:
         stop = threading.Event()
         while not stop.wait(interval):
             if os.getppid() != parent_pid:
-                fire()
-                return
+                _die()
 
     threading.Thread(target=watchdog, name="omni-parent-watchdog", daemon=True).start()
     return armed

@@ -37,6 +37,10 @@ class Plane:
             )
         return box
 
+    def peer_died(self, peer: str) -> int:
+        """``peer`` died: reuse the segments we sent it that it never claimed (instead of after the claim timeout)."""
+        return self.pool.reclaim_unclaimed(peer=self.run.address(peer))
+
     def close(self) -> None:
         if self._closed:
             return

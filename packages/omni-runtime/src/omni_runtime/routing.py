@@ -115,3 +115,13 @@ class ReplicaChooser:
                 idx = min(live, key=lambda i: (sum(load.get(n, 0) for n in self._members[group][i]), i))
             binding[group] = idx
         return binding
+
+    def can_serve(self, alive: Mapping[str, bool]) -> bool:
+        """Whether a request could be bound now: a live replica in every replicated group, every other instance live."""
+        replicated = {name for members in self._members.values() for replica in members for name in replica}
+        if not all(ok for name, ok in alive.items() if name not in replicated):
+            return False
+        return all(any(all(alive.get(n, False) for n in replica) for replica in members) for members in self._members.values())
+
+    def group_members(self, group: str) -> list[list[str]]:
+        return self._members[group]

@@ -1,9 +1,11 @@
-"""The parent side: admit requests, bind replicas, collect results, watch workers.
+"""The parent side: start the run, admit requests, collect results, keep workers alive, stop.
 
 The parent never imports a stage factory and is not on the stage-to-stage data
 path: it sends the entry payload to the entry stage's process and receives the
 terminal result (and streamed output chunks). Workers hand payloads to each
-other directly.
+other directly. The parent alone owns the run (its IPC directory and every
+shared-memory segment under its prefix): it creates it, removes it at the
+end, and leaves a run guard behind that removes it if the parent is killed.
 """
 
 from __future__ import annotations
@@ -11,26 +13,37 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import json
+import logging
 import os
+import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from omni_compiler.topology import CompiledTopology
 
 from . import envelope as E
-from .errors import RequestFailed, RuntimeNotRunning, StartupError
-from .handle import END, Inflight, RequestHandle
-from .launcher import DEAD, READY, STARTING, STOPPED, Launcher, WorkerProcess, describe_exit
+from .admission import Admission
+from .errors import RequestFailed, StartupError
+from .handle import Inflight
+from .launch import Backend, LaunchedWorker, LocalBackend, WorkerLaunch
+from .parent_inbound import ParentInbound
 from .routing import ReplicaChooser, Router
+from .supervision import READY, STARTING, Supervisor
 from .sync import SyncRuntime
 from .worker import WorkerOptions
 
+log = logging.getLogger("omni.runtime")
+
 BACKENDS = ("local", "ray")
 
-class Runtime:
+STATUS_STARTING = "starting"
+STATUS_READY = "ready"
+STATUS_DEGRADED = "degraded"
+STATUS_UNHEALTHY = "unhealthy"
+
+
+class Runtime(Admission, ParentInbound):
     """Run a compiled topology as real OS processes (see the package README)."""
 
     def __init__(
@@ -42,21 +55,28 @@ class Runtime:
         replica_policy: str = "round_robin",
         model_path: str | None = None,
         enforce_memory_fraction: bool = False,
-        log: Callable[[str], Any] | None = print,
+        log: Callable[[str], Any] | None = None,
         stage_threads: int = 64,
         shm_budget_bytes: int = 1 << 30,
         send_timeout: float = 30.0,
-        backend: str = "local",
+        request_timeout: float = 300.0,
+        max_inflight: int | None = None,
+        backend: str | Backend = "local",
         ray_address: str | None = None,
+        log_level: str | None = None,
+        log_format: str = "text",
     ) -> None:
         """``topology``: a :class:`CompiledTopology` or a ``PipelineConfig`` (compiled here, once).
 
         ``backend``: ``"local"`` spawns one OS process per instance on this machine;
         ``"ray"`` runs each instance as a Ray actor placed from ``processes.<P>.ray``
         (``ray_address`` as ``ray.init`` takes it, ``"auto"`` included; without one a
-        local Ray is started and stopped with the runtime).
+        local Ray is started and stopped with the runtime); or any
+        :class:`~omni_runtime.launch.Backend`. ``log``: where the process table and the
+        ready line go (default: the ``omni.runtime`` logger). ``log_level``/``log_format``:
+        the workers' logging (default: this process's level, text).
         """
-        if backend not in BACKENDS:
+        if isinstance(backend, str) and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         if ray_address is not None and backend != "ray":
             raise ValueError("ray_address is only used with backend='ray'")
@@ -64,43 +84,56 @@ class Runtime:
             from omni_compiler import compile as compile_topology
 
             topology = compile_topology(topology)
-        self.topology: CompiledTopology = topology
+        self.topology = topology
         if device not in (None, "cpu") and not str(device).startswith("cuda"):
             raise ValueError(f"device must be None, 'cpu' or 'cuda', got {device!r}")
+        if request_timeout <= 0:
+            raise ValueError(f"request_timeout must be > 0 seconds, got {request_timeout}")
+        if max_inflight is not None and max_inflight < 1:
+            raise ValueError(f"max_inflight must be at least 1 (or None for no bound), got {max_inflight}")
         self.device = device
         self.startup_timeout = startup_timeout
-        self.log = log or (lambda _msg: None)
+        self.log = log or log_info
         self.router = Router(topology)
         self.chooser = ReplicaChooser(self.router, replica_policy)
+        level = log_level or logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
         self.options = WorkerOptions(
             device=device,
             model_path=model_path,
             enforce_memory_fraction=enforce_memory_fraction,
             stage_threads=stage_threads,
             shm_budget_bytes=shm_budget_bytes,
+            log_level=level if level in ("critical", "error", "warning", "info", "debug") else "info",
+            log_format=log_format,
         )
         self.send_timeout = send_timeout
-        self.backend = backend
+        self.request_timeout = request_timeout
+        self.max_inflight = max_inflight
+        self.backend_name = backend if isinstance(backend, str) else backend.name
+        self.backend: Backend | None = backend if not isinstance(backend, str) else (LocalBackend() if backend == "local" else None)
         self.ray_address = ray_address
         self._ray: Any = None
+        self.supervisor = None
         self.run: Any = None
-        self._plane: Any = None
-        self._launcher: Launcher | None = None
+        self._guard: Any = None
+        self._plane = None
         self._recv_task: asyncio.Task[None] | None = None
         self._inflight: dict[str, Inflight] = {}
-        self._load: dict[str, int] = {i.name: 0 for i in topology.instances}
+        self._load = {i.name: 0 for i in topology.instances}
+        self._admitting = 0
         self._accepting = False
         self._started = False
+        self._ready = False
         self._closed = False
         self._startup: asyncio.Future[None] | None = None
-        self._startup_failure: StartupError | None = None
         self._shutting_down = False
         self._atexit: Callable[[], None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop = None
+        self._changed = asyncio.Event()
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self) -> None:
-        """Print the table, spawn one process per instance and wait until every stage is built.
+        """Log the table, start one process per instance and wait until every stage is built.
 
         Raises :class:`StartupError` (stage, process, traceback) when a factory
         fails, a worker dies while starting, or ``startup_timeout`` passes; every
@@ -112,36 +145,45 @@ class Runtime:
         from omni_compiler import render
 
         from .plane import Plane
+        from .run_guard import RunGuard
         from .transport import RunDir
 
         self._loop = asyncio.get_running_loop()
+        self._changed = asyncio.Event()
+        if not logging.getLogger().handlers:  # nobody set up logging: the runtime's events still show
+            from . import logs
+
+            logs.configure(self.options.log_level, self.options.log_format)
         self.log(render.table(self.topology))
         began = time.perf_counter()
         self.run = run = RunDir.create(base=os.environ.get("OMNI_RUNTIME_IPC_DIR"))
+        self._guard = guard = RunGuard(run.path, run.shm_prefix)
         self._startup = self._loop.create_future()
-        if self.backend == "local":
-            self._launcher = launcher = Launcher(self.topology, json.dumps(run.to_dict()), self.options, self._on_exit)
+        if self.backend_name == "local":
             ignored = sorted({p.declared_process for p in self.topology.processes if p.ray})
             if ignored:
                 self.log(f"omni: processes.<P>.ray of {', '.join(ignored)} is ignored by the local backend (it places on Ray with --backend ray)")
-        else:
-            from .raycluster.backend import RayBackend
-
-            self._ray = RayBackend(self.topology, self.options, self._on_exit, self.ray_address, self.send_timeout)
         try:
-            if self._ray is not None:
+            if self.backend_name == "ray" and self.backend is None:
+                from .raycluster.backend import RayBackend, RayLaunchBackend
+
+                self._ray = RayBackend(self.topology, self.options, lambda _worker: None, self.ray_address, self.send_timeout)
                 self._plane, launcher = await self._ray.open(run, self.startup_timeout)
-                self._launcher = launcher  # type: ignore[assignment]
+                self.backend = RayLaunchBackend(launcher)
             else:
                 self._plane = Plane(run, E.PARENT, self.options.shm_budget_bytes)
-            self._atexit = lambda: _emergency_cleanup(launcher, run)
+            assert self.backend is not None
+            self.supervisor = supervisor = Supervisor(
+                self.topology, self.backend, self._make_launch, self._on_death, self._notify_change, on_launched=self._on_launched
+            )
+            self._atexit = lambda: _emergency_cleanup(supervisor, run, guard)
             atexit.register(self._atexit)
             self._recv_task = self._loop.create_task(self._receive())
-            launcher.spawn_all()
+            await supervisor.start_all()
             try:
                 await asyncio.wait_for(asyncio.shield(self._startup), self.startup_timeout)
             except asyncio.TimeoutError:
-                waiting = [wp.name for wp in launcher.workers.values() if wp.state == STARTING]
+                waiting = [i.name for i in self.supervisor.instances.values() if i.state == STARTING]
                 raise StartupError(
                     None,
                     ", ".join(waiting),
@@ -151,17 +193,41 @@ class Runtime:
         except BaseException:
             if not self._startup.done():
                 self._startup.cancel()
-            await self._teardown(kill=True)
+            await self._teardown()
             raise
         for inst in self.topology.instances:
             self._plane.outbox(inst.name)
+        self.supervisor.restarting_enabled = True
         self._accepting = True
+        self._ready = True
         count = len(self.topology.instances)
         self.log(f"omni: {count} process{'es' if count != 1 else ''} ready in {time.perf_counter() - began:.1f} s")
 
+    def _make_launch(self, instance: str, attempt: int) -> WorkerLaunch:
+        return WorkerLaunch(
+            topology=self._topology_json,
+            instance=instance,
+            run=self.run.to_dict(),
+            options=self.options.__dict__.copy(),
+            parent_pid=os.getpid(),
+            sys_path=tuple(p for p in sys.path if p),
+            attempt=attempt,
+        )
+
+    @property
+    def _topology_json(self) -> str:
+        cached = getattr(self, "_topology_json_cache", None)
+        if cached is None:
+            cached = self._topology_json_cache = self.topology.to_json(indent=None)
+        return cached
+
+    def _on_launched(self, worker: LaunchedWorker) -> None:
+        if self._guard is not None:
+            self._guard.watch(worker.pid)
+
     async def shutdown(self, grace: float = 5.0) -> None:
-        """Stop admitting, let in-flight requests finish for up to ``grace`` seconds, stop the
-        workers (SIGKILL after the grace period), fail what is left, and remove the IPC
+        """Stop admitting, let in-flight requests finish for up to ``grace`` seconds, fail the rest
+        (``kind="shutdown"``), stop the workers (SIGKILL what does not stop), and remove the IPC
         directory and the run's shared memory."""
         if self._closed or not self._started:
             self._closed = True
@@ -171,23 +237,29 @@ class Runtime:
         deadline = time.perf_counter() + grace
         pending = [r.future for r in self._inflight.values()]
         if pending:
+            log.info("draining %d request(s) in flight (up to %g s)", len(pending), grace)
             await asyncio.wait(pending, timeout=grace)
-        for req in list(self._inflight.values()):
+        left = list(self._inflight.values())
+        if left:
+            log.warning("%d request(s) did not finish within the %g s grace period: failing them", len(left), grace)
+        for req in left:
             await self._cancel(req, RequestFailed("the runtime shut down before the request finished", kind="shutdown"))
-        assert self._launcher is not None
-        for wp in self._launcher.alive():
-            with contextlib.suppress(Exception):
-                await self._plane.outbox(wp.name).send(E.header(E.SHUTDOWN), timeout=1.0)
-        stopped = await self._launcher.wait_exited(max(deadline - time.perf_counter(), 1.0))
-        await self._teardown(kill=not stopped)
+        assert self.supervisor is not None
+        self.supervisor.begin_stop()
+        for worker in self.supervisor.alive():
+            await self._send_quietly(worker.instance, E.header(E.SHUTDOWN))
+        stopped = await self.supervisor.wait_exited(max(deadline - time.perf_counter(), 1.0))
+        if not stopped:
+            log.warning("processes %s did not stop in time: killing them", ", ".join(w.instance for w in self.supervisor.alive()))
+        await self._teardown()
 
-    async def _teardown(self, kill: bool) -> None:
+    async def _teardown(self) -> None:
         self._accepting = False
         self._shutting_down = True
-        launcher = self._launcher
-        if launcher is not None:
-            await launcher.kill_all()
-            launcher.close()
+        if self.supervisor is not None:
+            await self.supervisor.kill_all()
+        if self.backend is not None:
+            await self.backend.close()
         for req in list(self._inflight.values()):
             self._finish(req, error=RequestFailed("the runtime stopped", kind="shutdown"))
         if self._recv_task is not None:
@@ -198,10 +270,13 @@ class Runtime:
             self._plane.close()
         if self.run is not None:
             self.run.cleanup()
+        if self._guard is not None:
+            self._guard.close()
         if self._atexit is not None:
             atexit.unregister(self._atexit)
             self._atexit = None
         self._closed = True
+        self._notify_change()
 
     async def __aenter__(self) -> Runtime:
         await self.start()
@@ -210,45 +285,45 @@ class Runtime:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    # -- requests ------------------------------------------------------------
-    async def submit(self, data: dict[str, Any]) -> RequestHandle:
-        """Admit one request with the entry payload ``data``; returns at once with its handle."""
-        if not self._accepting:
-            raise RuntimeNotRunning("the runtime is not accepting requests (not started, stopping or stopped)")
-        alive = {name: wp.state == READY for name, wp in self._launcher.workers.items()}  # type: ignore[union-attr]
-        binding = self.chooser.choose(self._load, alive)
-        if binding is None:
-            raise RequestFailed("no live replica is left for a replicated process; see health()", kind="unavailable")
-        instances = frozenset(self.router.instances_of_binding(binding))
-        dead = sorted(name for name in instances if not alive.get(name))
-        if dead:
-            raise RequestFailed(f"process {', '.join(dead)} is not running; see health()", kind="unavailable")
-        assert self._loop is not None
-        rid = uuid.uuid4().hex
-        req = Inflight(rid, binding, instances, self._loop.create_future(), asyncio.Queue(), submitted=time.perf_counter())
-        self._inflight[rid] = req
-        for name in instances:
-            self._load[name] += 1
-        header = E.header(E.RUN, rid=rid, stage=self.topology.entry_stage, binding=binding, has_data=True)
-        try:
-            for target in self.router.targets(self.topology.entry_stage, binding):
-                # timeout=None keeps the send on pyzmq's non-blocking fast path (no poll per request);
-                # wait_for still bounds it if the worker died before its exit was noticed
-                await asyncio.wait_for(self._plane.outbox(target.instance).send(header, data, timeout=None), self.send_timeout)
-        except BaseException as exc:
-            self._finish(req, error=RequestFailed(f"could not admit the request: {exc}", kind="unavailable"))
-            await self._broadcast_cancel(req)
-            raise req.future.exception() from exc  # type: ignore[misc]
-        return RequestHandle(self, req)
-
+    # -- state ---------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        states = {name: wp.state for name, wp in self._launcher.workers.items()} if self._launcher else {i.name: STARTING for i in self.topology.instances}
-        healthy = self._accepting and all(state == READY for state in states.values())
-        return {"healthy": healthy, "processes": states}
+        """``status``: ``starting``, ``ready``, ``degraded`` (an instance is down, every process can still serve)
+        or ``unhealthy``; ``healthy``: every instance ready; ``processes``: each instance's state."""
+        if self.supervisor is None:
+            states = {i.name: STARTING for i in self.topology.instances}
+        else:
+            states = {name: inst.state for name, inst in self.supervisor.instances.items()}
+        if not self._ready and not self._closed:
+            status = STATUS_STARTING
+        elif self._closed or not self._accepting:
+            status = STATUS_UNHEALTHY
+        elif all(state == READY for state in states.values()):
+            status = STATUS_READY
+        elif self.chooser.can_serve({name: state == READY for name, state in states.items()}):
+            status = STATUS_DEGRADED
+        else:
+            status = STATUS_UNHEALTHY
+        return {"status": status, "healthy": status == STATUS_READY, "processes": states}
+
+    @property
+    def draining(self) -> bool:
+        """True once shutdown began (new requests are refused with ``kind="shutdown"``)."""
+        return self._shutting_down
+
+    def supervision(self) -> dict[str, Any]:
+        """Restarts by (instance, reason) and each start's seconds to ready, for ``/metrics``."""
+        if self.supervisor is None:
+            return {"restarts": {}, "ready_seconds": []}
+        stats = self.supervisor.stats
+        return {"restarts": dict(stats.restarts), "ready_seconds": list(stats.ready_seconds)}
 
     def queue_depths(self) -> dict[str, int]:
         """In-flight requests bound to each process instance."""
         return dict(self._load)
+
+    def in_flight(self) -> int:
+        """Requests admitted and not finished."""
+        return len(self._inflight)
 
     @property
     def run_id(self) -> str | None:
@@ -274,128 +349,10 @@ class Runtime:
         return {pair: "ipc" for pair in instance_pairs(self.topology)}
 
     def instance_pids(self) -> dict[str, int | None]:
-        """OS pid of each worker process (for operators and tests)."""
-        return {name: wp.pid for name, wp in self._launcher.workers.items()} if self._launcher else {}
-
-    async def _cancel(self, req: Inflight, error: RequestFailed) -> None:
-        if req.future.done():
-            return
-        self._finish(req, error=error)
-        await self._broadcast_cancel(req)
-
-    async def _broadcast_cancel(self, req: Inflight, skip: str | None = None) -> None:
-        header = E.header(E.CANCEL, rid=req.rid)
-        for name in req.instances:
-            wp = self._launcher.workers.get(name) if self._launcher else None
-            if name == skip or wp is None or wp.state != READY or self._plane is None:
-                continue
-            with contextlib.suppress(Exception):
-                await self._plane.outbox(name).send(header, timeout=1.0)
-
-    def _finish(self, req: Inflight, result: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
-        if req.future.done():
-            return
-        if self._inflight.pop(req.rid, None) is not None:
-            for name in req.instances:
-                self._load[name] -= 1
-        if error is not None:
-            req.future.set_exception(error)
-            req.future.exception()  # retrieved: a caller that only streams must not trigger "never retrieved"
-        else:
-            req.future.set_result(result or {})
-        req.chunks.put_nowait(END)
-
-    # -- inbound -------------------------------------------------------------
-    async def _receive(self) -> None:
-        inbox = self._plane.inbox
-        while True:
-            try:
-                batch = await inbox.recv_batch()  # every queued message at once: no await per message
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a malformed message must not stop the parent
-                self.log(f"omni: dropped a malformed message: {exc}")
-                continue
-            for msg in batch:
-                try:
-                    await self._dispatch(msg)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - one bad message must not stop every request
-                    self.log(f"omni: error while handling a {msg.header.get(E.KIND)!r} message: {type(exc).__name__}: {exc}")
-            # Let the callers whose requests this batch completed resume before this loop
-            # sets up its next wait (same loop iteration, but their result comes first).
-            await asyncio.sleep(0)
-
-    async def _dispatch(self, msg: Any) -> None:
-        """Handle one message from a worker (runs on the parent's receive loop)."""
-        h = msg.header
-        kind = h[E.KIND]
-        if kind == E.READY:
-            endpoint = msg.payload() if h.get(E.HAS_DATA) else None
-            if self._ray is not None:
-                await self._ray.ready(h[E.SRC], endpoint)
-            self._on_ready(h[E.SRC])
-            return
-        if kind == E.STARTUP_ERROR:
-            tb = msg.payload() if h.get(E.HAS_DATA) else ""
-            self._on_startup_error(h[E.SRC], h.get(E.STAGE) or None, tb)
-            return
-        req = self._inflight.get(h.get(E.RID, ""))
-        if req is None:
-            msg.discard()
-            return
-        try:
-            data = (await msg.payload_async()) if h.get(E.HAS_DATA) else None
-        except Exception as exc:  # noqa: BLE001 - an undecodable result fails its request
-            msg.discard()
-            self._finish(req, error=RequestFailed(f"could not decode a message for the request: {exc}"))
-            await self._broadcast_cancel(req)
-            return
-        if kind == E.OUT:
-            req.chunks.put_nowait(data)
-        elif kind == E.RESULT:
-            req.timings.update(h.get(E.TIMINGS, {}))
-            self._finish(req, result=data)
-        elif kind == E.ERROR:
-            req.timings.update(h.get(E.TIMINGS, {}))
-            stage = h.get(E.STAGE, "")
-            process = self.router.stages[stage].process if stage in self.router.stages else None
-            error = RequestFailed(h.get(E.TEXT, "stage failed"), stage=stage or None, process=process)
-            if E.PARAM in h:
-                error.kind, error.param = "invalid_request", str(h[E.PARAM])
-            error.detail = data if isinstance(data, str) else ""
-            self._finish(req, error=error)
-            await self._broadcast_cancel(req, skip=h.get(E.SRC))
-
-    def _on_ready(self, name: str) -> None:
-        assert self._launcher is not None
-        wp = self._launcher.workers.get(name)
-        if wp is None or wp.state != STARTING:
-            return
-        wp.state = READY
-        if all(w.state == READY for w in self._launcher.workers.values()) and self._startup and not self._startup.done():
-            self._startup.set_result(None)
-
-    def _on_startup_error(self, name: str, stage: str | None, tb: str) -> None:
-        if self._startup is not None and not self._startup.done():
-            self._startup.set_exception(StartupError(stage, name, tb))
-
-    def _on_exit(self, wp: WorkerProcess) -> None:
-        was = wp.state
-        code = wp.exited.result()
-        how = getattr(wp, "reason", "") or describe_exit(code)  # a Ray actor says why it ended in words
-        wp.state = STOPPED if self._shutting_down else DEAD
-        if was == STARTING and self._startup is not None and not self._startup.done():
-            self._startup.set_exception(StartupError(None, wp.name, "", reason=f"the process {how} before it was ready"))
-            return
-        if self._shutting_down:
-            return
-        message = f"process {wp.name} {how} while the request was in flight"
-        for req in [r for r in self._inflight.values() if wp.name in r.instances]:
-            self._finish(req, error=RequestFailed(message, process=wp.name, kind="process_died"))
-            assert self._loop is not None
-            self._loop.create_task(self._broadcast_cancel(req, skip=wp.name))
+        """OS pid of each worker process (the last one of an instance that is down; for operators and tests)."""
+        if self.supervisor is None:
+            return {}
+        return {name: inst.pid if inst.pid is not None else inst.last_pid for name, inst in self.supervisor.instances.items()}
 
     # -- sync helper ---------------------------------------------------------
     @classmethod
@@ -410,7 +367,13 @@ class Runtime:
             sync._stop()
 
 
-def _emergency_cleanup(launcher: Launcher, run: Any) -> None:
+def log_info(message: str) -> None:
+    log.info("%s", message)
+
+
+def _emergency_cleanup(supervisor: Supervisor, run: Any, guard: Any) -> None:
     """At interpreter exit without ``shutdown()``: kill workers, remove the IPC directory and shared memory."""
-    launcher.kill_all_sync()
+    supervisor.kill_all_sync()
     run.cleanup()
+    guard.close(timeout=5.0)
+

@@ -9,6 +9,7 @@ so the hot path does no introspection.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Executor
@@ -79,14 +80,15 @@ class StageAdapter:
         args = (payload, ctx) if self._process_ctx else (payload,)
         if self.process_async:
             return await fn(*args)
-        return await asyncio.get_running_loop().run_in_executor(executor, lambda: fn(*args))
+        return await asyncio.get_running_loop().run_in_executor(executor, contextvars.copy_context().run, fn, *args)
 
     async def consume(self, async_chunks: AsyncIterator[Any], sync_chunks: Callable[[], Iterator[Any]], ctx: StageContext, executor: Executor) -> Any:
         fn = self._consume
         assert fn is not None
         if self.consume_async:
             return await fn(async_chunks, ctx)
-        return await asyncio.get_running_loop().run_in_executor(executor, lambda: fn(sync_chunks(), ctx))
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(executor, lambda: context.run(fn, sync_chunks(), ctx))
 
 
 def as_payload(stage: str, request_id: str, value: Any) -> StagePayload:

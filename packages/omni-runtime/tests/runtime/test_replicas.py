@@ -88,7 +88,7 @@ def test_sigkill_of_a_replica_fails_its_requests_and_health_turns_unhealthy(repl
     for error in failures:
         assert error.kind == "process_died"
         assert str(error) == "process rep@r0 was killed by SIGKILL while the request was in flight"
-    assert health == {"healthy": False, "processes": {"front": "ready", "rep@r0": "dead", "rep@r1": "ready"}}
+    assert health == {"status": "degraded", "healthy": False, "processes": {"front": "ready", "rep@r0": "dead", "rep@r1": "ready"}}
     assert all(h.binding == {"rep": 1} for h in fresh)
     assert all(r["seen"][1]["pid"] == pids["rep@r1"] for r in fresh_results)
     assert unavailable.kind == "unavailable"

@@ -29,7 +29,7 @@ def test_shutdown_drains_in_flight_requests_then_stops(loop_thread: LoopThread, 
 
     result = loop_thread.run(run())
     assert result["finished"] is True
-    assert rt.health() == {"healthy": False, "processes": {"solo": "stopped"}}
+    assert rt.health() == {"status": "unhealthy", "healthy": False, "processes": {"solo": "stopped"}}
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not Path(rt.run.path).exists()
 

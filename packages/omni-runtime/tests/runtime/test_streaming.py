@@ -71,7 +71,7 @@ def test_route_fn_choosing_an_unknown_target_fails_the_request_with_the_stage_na
         loop_thread.run(run())
     assert str(info.value) == (
         "stage router (process front) routing: ValueError: route_fn returned ['nowhere'], which is not among next targets "
-        "['produce', 'fan', 'boom', 'slow', 'stream_src', 'inj_explicit', 'tp_stage', 'lstream_src']"
+        "['produce', 'fan', 'boom', 'slow', 'stream_src', 'inj_explicit', 'tp_stage', 'lstream_src', 'pace_src']"
     )
     assert info.value.stage == "router" and info.value.process == "front"
 

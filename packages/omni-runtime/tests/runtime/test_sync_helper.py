@@ -21,4 +21,4 @@ def test_running_synthesize_joins_streamed_audio_and_enforcement_skips_without_c
     assert result["sample_rate"] == 16000
     expected = torch.cat([torch.full((160,), (i + 1) / 10.0) for i in range(3)])
     assert torch.equal(result["audio"], expected)
-    assert rt.health() == {"healthy": False, "processes": {"solo": "stopped"}}
+    assert rt.health() == {"status": "unhealthy", "healthy": False, "processes": {"solo": "stopped"}}

@@ -24,7 +24,7 @@ def main_topology() -> CompiledTopology:
     return topology(
         [
             {"name": "router", "factory": f"{S}:build_router", "process": "front", "route_fn": f"{S}:route_by_mode",
-             "next": ["produce", "fan", "boom", "slow", "stream_src", "inj_explicit", "tp_stage", "lstream_src"]},
+             "next": ["produce", "fan", "boom", "slow", "stream_src", "inj_explicit", "tp_stage", "lstream_src", "pace_src"]},
             {"name": "produce", "factory": f"{S}:build_produce", "process": "front", "next": "consume_local"},
             {"name": "consume_local", "factory": f"{S}:build_consume_local", "process": "front", "next": "cross"},
             {"name": "cross", "factory": f"{S}:build_cross", "process": "back", "terminal": True},
@@ -46,6 +46,8 @@ def main_topology() -> CompiledTopology:
             {"name": "lstream_src", "factory": f"{S}:build_local_stream_source", "process": "front", "stream_to": "lstream_sink", "next": "lstream_sink"},
             {"name": "lstream_sink", "factory": f"{S}:build_local_stream_sink", "process": "front", "terminal": True},
             {"name": "tp_after", "factory": f"{S}:build_tp_after", "process": "front", "terminal": True},
+            {"name": "pace_src", "factory": f"{S}:build_pace_source", "process": "front", "stream_to": "pace_sink", "next": "pace_sink"},
+            {"name": "pace_sink", "factory": f"{S}:build_pace_sink", "process": "back", "terminal": True},
         ]
     )
 
@@ -53,15 +55,19 @@ def main_topology() -> CompiledTopology:
 R = "runtime_stages.replica"
 
 
-def replica_topology() -> CompiledTopology:
-    """``front`` -> ``rep_a`` -> ``rep_b``; rep_a and rep_b share process ``rep``, replicated twice."""
+def replica_topology(max_restarts: int = 0, backoff_s: float = 1.0) -> CompiledTopology:
+    """``front`` -> ``rep_a`` -> ``rep_b``; rep_a and rep_b share process ``rep``, replicated twice.
+
+    ``max_restarts`` (default 0, fail-stop) is the restart policy of both processes.
+    """
+    restart = {"max_restarts": max_restarts, "backoff_s": backoff_s}
     return topology(
         [
             {"name": "entry", "factory": f"{R}:build_record", "process": "front", "next": "rep_a"},
             {"name": "rep_a", "factory": f"{R}:build_record", "process": "rep", "next": "rep_b"},
             {"name": "rep_b", "factory": f"{R}:build_record", "process": "rep", "terminal": True},
         ],
-        processes={"rep": {"num_replicas": 2}},
+        processes={"rep": {"num_replicas": 2, "restart": restart}, "front": {"restart": restart}},
     )
 
 

@@ -330,3 +330,40 @@ class LocalStreamSink:
 
 def build_local_stream_sink() -> LocalStreamSink:
     return LocalStreamSink()
+
+
+# -- flow control across processes -----------------------------------------------
+
+
+class PaceSource:
+    """Sync producer: emits ``n`` chunks as fast as ``emit`` lets it; records when each emit returned."""
+
+    def process(self, payload: StagePayload, ctx: StageContext) -> StagePayload:
+        returned = []
+        for i in range(payload.data["n"]):
+            ctx.emit({"seq": i})
+            returned.append(time.monotonic())
+        return StagePayload(payload.request_id, {"emit_returned": returned})
+
+
+def build_pace_source() -> PaceSource:
+    return PaceSource()
+
+
+PACE_SINK_DELAY_S = 0.02
+
+
+class PaceSink:
+    """Slow consumer in another process: takes a chunk, then works :data:`PACE_SINK_DELAY_S` on it."""
+
+    def consume(self, chunks, ctx: StageContext) -> StagePayload:
+        taken = []
+        for chunk in chunks:
+            taken.append((chunk["seq"], time.monotonic()))
+            time.sleep(PACE_SINK_DELAY_S)
+        upstream = ctx.upstream_payload
+        return StagePayload(ctx.request_id, {"taken": taken, "emit_returned": upstream.data["emit_returned"] if upstream else []})
+
+
+def build_pace_sink() -> PaceSink:
+    return PaceSink()

@@ -177,6 +177,13 @@ def test_port_in_use_is_a_user_error(capsys):
     assert f"cannot listen on 127.0.0.1:{port}: address already in use" in err and "--port" in err
 
 
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_port_out_of_range_is_a_user_error(capsys, port):
+    code, _, err = _in_process(cli.main, ["serve", "--config", str(PIPELINE), "--port", port], capsys)
+    assert code == 1
+    assert f"cannot listen on 127.0.0.1:{port}: a TCP port is 0..65535" in err and "Traceback" not in err
+
+
 def test_help_lists_every_command(capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["--help"])
@@ -195,8 +202,9 @@ def test_bench_without_its_module_says_so(monkeypatch, capsys):
 
 
 def test_killed_worker_turns_health_unhealthy_and_requests_fail_fast(tmp_path):
+    """With restarts turned off (max_restarts: 0) a killed worker stays dead: fail fast, unhealthy."""
     before = shm_segments()
-    server = start_server(env={"SERVING_TEST_PID_DIR": str(tmp_path)})
+    server = start_server("--processes.vocoder.restart.max_restarts", "0", env={"SERVING_TEST_PID_DIR": str(tmp_path)})
     try:
         wait_healthy(server.url)
         client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=60)
@@ -213,6 +221,7 @@ def test_killed_worker_turns_health_unhealthy_and_requests_fail_fast(tmp_path):
         with pytest.raises(openai.APIStatusError) as info:
             client.audio.speech.create(model=MODEL_ID, input="anyone there?", voice="alloy")
         assert info.value.status_code == 503
+        assert info.value.response.headers["retry-after"] == "1"
         metrics = httpx.get(f"{server.url}/metrics").text
         assert "omni_runtime_healthy 0.0" in metrics
     finally:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import omni_runtime
-from omni_runtime import cli
+from omni_runtime import cli, output
 from omni_runtime.selection import DEPRECATED_MODEL_PATH
 from omni_runtime.serving.audio import AUDIO_FORMATS
 
@@ -62,7 +62,7 @@ def test_unknown_model_names_the_installed_ones(capsys):
 def test_output_is_what_its_suffix_says_or_refused(suffix, tmp_path):
     out = tmp_path / f"speech{suffix}"
     result = run_omni("synthesize", "Suffix test.", "-o", str(out), "--config", str(PIPELINE), "--device", "cpu")
-    fmt = cli.SUFFIX_FORMATS[suffix]
+    fmt = output.SUFFIX_FORMATS[suffix]
     if fmt in AUDIO_FORMATS:
         assert result.returncode == 0, result.stderr
         assert out.read_bytes().startswith(MAGIC[suffix]), out.read_bytes()[:8]

@@ -145,6 +145,15 @@ def test_oversized_headers_are_a_431(hostile_server):
     assert response.json()["error"]["code"] == "request_header_fields_too_large"
 
 
+def test_oversized_headers_arriving_in_one_piece_are_a_431(hostile_server):
+    """A 100 KB head in a single segment is parsed whole by h11, past its incomplete-event bound."""
+    with socket.create_connection(_address(hostile_server)) as sock:
+        sock.settimeout(10)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n")
+        answer = sock.recv(200)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer
+
+
 def test_disconnect_mid_body_logs_one_line(hostile_server):
     before = len(hostile_server.lines)
     with socket.create_connection(_address(hostile_server)) as sock:

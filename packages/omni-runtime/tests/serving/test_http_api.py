@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import struct
 import time
@@ -231,6 +232,17 @@ def test_unknown_route_uses_the_envelope(server):
     assert response.json()["error"]["type"] == "not_found_error"
 
 
+@pytest.mark.parametrize("path", ["/", "/docs", "/redoc", "/openapi.json"])
+def test_no_served_page_loads_anything_from_outside_the_server(server, path):
+    """FastAPI's /docs and /redoc pull Swagger and ReDoc from a CDN: they are off; the page at / ships everything."""
+    response = httpx.get(f"{server.url}{path}")
+    if path in ("/docs", "/redoc"):
+        assert response.status_code == 404 and response.json()["error"]["type"] == "not_found_error"
+    else:
+        assert response.status_code == 200
+        assert not re.findall(r"(?:src|href)=[\"']?(?:https?:)?//", response.text), response.text[:500]
+
+
 # -- cancellation -------------------------------------------------------------
 
 
@@ -301,7 +313,7 @@ def test_health_reports_every_process(server):
     response = httpx.get(f"{server.url}/health")
     assert response.status_code == 200
     body = response.json()
-    assert body["status"] == "ok"
+    assert body["status"] == "ready"
     assert body["processes"] == {"frontend": "ready", "vocoder": "ready"}
 
 

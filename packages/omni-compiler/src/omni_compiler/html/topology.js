@@ -53,7 +53,7 @@
       boxes.push({ x, y: MARGIN, w: COL_W, h: y - MARGIN, proc: p });
       height = Math.max(height, y);
     });
-    return { boxes, nodes, instBoxes, width: MARGIN * 2 + procs.length * (COL_W + GAP_X) - GAP_X, height: height + MARGIN };
+    return { boxes, nodes, instBoxes, width: MARGIN * 2 + procs.length * (COL_W + GAP_X) - GAP_X + 170, height: height + MARGIN };
   }
 
   function stageNote(stage) {

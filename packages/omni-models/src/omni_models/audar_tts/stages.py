@@ -13,10 +13,10 @@ from typing import Any
 
 from omni_models.common.ar import ARConfig
 from omni_models.common.audio import VOICES as VOICES  # the preset voices omni serve lists (GET /v1/audio/voices)
-from omni_models.common.audio import reference_audio
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_ar, build_codec_decoder, build_rvq, build_speaker_encoder
-from omni_models.common.request import TextRequest, prepare_text_request
+from omni_models.common.preprocessing import ReferencePreprocessing
+from omni_models.common.request import TextRequest
 from omni_models.common.sampling import SamplingParams
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from omni_models.common.speaker import SpeakerEncoderConfig
@@ -40,12 +40,6 @@ def components() -> dict[str, Component]:
     }
 
 
-class Preprocessing:
-    def process(self, payload: Any, ctx: Any = None) -> Any:
-        request = prepare_text_request(payload.data, frame_rate=CODEC.frame_rate, max_chars=MAX_CHARS, max_seconds=MAX_SECONDS)
-        return with_data(payload, {**request.to_data(), "ref_wave": reference_audio(payload.data, SPEAKER.sample_rate)})
-
-
 class TTSEngine:
     def __init__(self, engine: AREngine):
         self.engine = engine
@@ -57,8 +51,8 @@ class TTSEngine:
         return with_data(payload, {"codes": codes, "frame_rate": CODEC.frame_rate})
 
 
-def build_preprocessing() -> Preprocessing:
-    return Preprocessing()
+def build_preprocessing() -> ReferencePreprocessing:
+    return ReferencePreprocessing(CODEC.frame_rate, SPEAKER.sample_rate, MAX_CHARS, MAX_SECONDS)
 
 
 def build_reference_encoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> SpeakerEncoderStage:

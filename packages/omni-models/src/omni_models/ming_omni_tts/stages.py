@@ -16,11 +16,12 @@ from typing import Any
 import torch
 
 from omni_models.common.audio import VOICES as VOICES  # the preset voices omni serve lists (GET /v1/audio/voices)
-from omni_models.common.audio import reference_audio, resample
+from omni_models.common.audio import resample
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_codec_decoder, build_codec_encoder, build_speaker_encoder
 from omni_models.common.flow import NoiseStream
-from omni_models.common.request import TextRequest, prepare_text_request
+from omni_models.common.preprocessing import ReferencePreprocessing
+from omni_models.common.request import TextRequest
 from omni_models.common.sampling import generator_for
 from omni_models.common.speaker import SpeakerEncoderConfig
 from omni_models.common.stages import AudioFormat, CodecVocoder, is_cancelled, require, with_data
@@ -44,12 +45,6 @@ def components() -> dict[str, Component]:
         "audio_vae.decoder": (build_codec_decoder, VAE),
         "llm": (build_latent_ar, AR),
     }
-
-
-class Preprocessing:
-    def process(self, payload: Any, ctx: Any = None) -> Any:
-        request = prepare_text_request(payload.data, frame_rate=VAE.frame_rate, max_chars=MAX_CHARS, max_seconds=MAX_SECONDS)
-        return with_data(payload, {**request.to_data(), "ref_wave": reference_audio(payload.data, VAE.sample_rate)})
 
 
 class ReferenceEncode:
@@ -107,8 +102,8 @@ def emit_latents(ctx: Any, latents: Any, *, first: int, size: int) -> int:
     return total
 
 
-def build_preprocessing() -> Preprocessing:
-    return Preprocessing()
+def build_preprocessing() -> ReferencePreprocessing:
+    return ReferencePreprocessing(VAE.frame_rate, VAE.sample_rate, MAX_CHARS, MAX_SECONDS)
 
 
 def build_reference_encode(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> ReferenceEncode:

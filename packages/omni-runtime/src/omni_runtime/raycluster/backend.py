@@ -10,6 +10,7 @@ or TCP by node).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import uuid
@@ -19,9 +20,10 @@ from typing import Any
 from omni_compiler.topology import CompiledTopology
 
 from .. import envelope as E
+from ..launch import Backend, ExitInfo, LaunchedWorker, WorkerLaunch
 from ..transport.tcp import IPC, TCP
 from .dataplane import NodePlane
-from .launcher import RayLauncher
+from .launcher import RayLauncher, RayWorker
 
 
 class RayBackend:
@@ -106,3 +108,48 @@ def instance_pairs(topology: CompiledTopology) -> list[tuple[str, str]]:
             for name in hosts.get(stage.name, []):
                 pairs[(name, E.PARENT)] = None
     return list(pairs)
+
+
+class RayWorkerHandle(LaunchedWorker):
+    """One instance's actor behind the launcher seam: ``exited`` resolves when Ray reports it gone."""
+
+    def __init__(self, worker: RayWorker, loop: asyncio.AbstractEventLoop) -> None:
+        self.instance = worker.name
+        self._worker = worker
+        self.exited = loop.create_future()
+        worker.exited.add_done_callback(self._ended)
+
+    @property  # type: ignore[override]
+    def pid(self) -> int | None:
+        return self._worker.pid
+
+    def _ended(self, fut: asyncio.Future[int]) -> None:
+        if self.exited.done():
+            return
+        code = fut.result() if not fut.cancelled() else None
+        # a stopped actor returns 0; a dead one is described by Ray in words (node removed, OOM, ...)
+        self.exited.set_result(ExitInfo(0) if code == 0 else ExitInfo(None, self._worker.reason or "its Ray actor died"))
+
+    def kill(self) -> None:
+        import ray
+
+        with contextlib.suppress(Exception):
+            ray.kill(self._worker.actor, no_restart=True)
+
+
+class RayLaunchBackend(Backend):
+    """The supervisor's backend for ``backend="ray"``: one actor per launch, on any node that fits its request."""
+
+    name = "ray"
+
+    def __init__(self, launcher: RayLauncher) -> None:
+        self.launcher = launcher
+
+    async def launch(self, launch: WorkerLaunch) -> RayWorkerHandle:
+        worker = self.launcher.respawn(launch.instance)
+        return RayWorkerHandle(worker, asyncio.get_running_loop())
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.launcher.kill_all()
+        self.launcher.close()

@@ -22,7 +22,7 @@ from .errors import APIError, error_body, install_handlers
 from .metrics import NO_MODEL, ServingMetrics
 from .page import health_status, page_html, topology_state
 from .request import SpeechLimits
-from .speech import SPEECH, Disconnected, client_request_id, handle_speech
+from .speech import SPEECH, Disconnected, client_request_id, handle_speech, log_access
 
 _SPEECH_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -67,9 +67,11 @@ class ServingSettings:
 
 def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
     """Build the app for ``runtime`` (started, or being started)."""
-    app = FastAPI(title="omni", summary="OpenAI-compatible text-to-speech over an omni process topology")
+    # no /docs or /redoc: FastAPI's pages load Swagger/ReDoc from a CDN, which a server on a closed network
+    # cannot reach and an operator should not have to trust; /openapi.json stays for generators and editors
+    app = FastAPI(title="omni", summary="OpenAI-compatible text-to-speech over an omni process topology", docs_url=None, redoc_url=None)
     pids = getattr(runtime, "instance_pids", dict)
-    metrics = ServingMetrics(runtime.queue_depths, runtime.health, pids, settings.build)
+    metrics = ServingMetrics(runtime.queue_depths, runtime.health, pids, settings.build, getattr(runtime, "supervision", None))
     app.state.runtime, app.state.settings, app.state.metrics = runtime, settings, metrics
     install_handlers(app)
     _install_middleware(app, settings)
@@ -82,12 +84,15 @@ def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
             response = await handle_speech(request, runtime, settings, metrics, started)
         except APIError as exc:
             metrics.observe_request(SPEECH, exc.status, time.perf_counter() - started, _model_of(request))
+            log_access(request, exc.status, started, error=exc.code or exc.type)
             return exc.response()
         except Disconnected:
             metrics.observe_request(SPEECH, 499, time.perf_counter() - started, _model_of(request))
+            log_access(request, 499, started, error="client_gone")
             return Response(status_code=499)
         if response.status_code != 200 or not hasattr(response, "body_iterator"):
             metrics.observe_request(SPEECH, response.status_code, time.perf_counter() - started, _model_of(request))
+            log_access(request, response.status_code, started)
         return response
 
     @app.get("/v1/models")

@@ -35,6 +35,7 @@ class APIError(Exception):
         self.type = type
         self.param = param
         self.code = code
+        self.headers = headers
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, type=self.type, param=self.param, code=self.code)
@@ -45,6 +46,28 @@ class APIError(Exception):
 
 def error_body(message: str, *, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+RETRY_AFTER_S = "1"
+"""Seconds a client should wait before retrying a 503 or 429 (``Retry-After``)."""
+
+
+def runtime_error(exc: Exception) -> APIError:
+    """The HTTP answer to a request the runtime could not complete (``RequestFailed.kind`` decides).
+
+    ``process_died``, ``shutdown`` and ``unavailable`` are retryable (503 with
+    ``Retry-After``: another replica, the restarted process or another server
+    will take it); ``overloaded`` is 429 at once; ``deadline`` is 504; a
+    stage's own error is 500.
+    """
+    kind = getattr(exc, "kind", "stage_error")
+    if kind == "overloaded":
+        return APIError(429, str(exc), type="rate_limit_error", code="overloaded", headers={"Retry-After": RETRY_AFTER_S})
+    if kind in ("process_died", "shutdown", "unavailable"):
+        return APIError(503, str(exc), type="server_error", code=kind, headers={"Retry-After": RETRY_AFTER_S})
+    if kind == "deadline":
+        return APIError(504, str(exc), type="server_error", code="deadline_exceeded")
+    return APIError(500, str(exc), type="server_error", code=kind)
 
 
 def bad_request(message: str, *, param: str | None = None, code: str | None = None) -> APIError:

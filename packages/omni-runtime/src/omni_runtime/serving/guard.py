@@ -76,7 +76,12 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
 
         def data_received(self, data: bytes) -> None:
             if self.conn.their_state is h11.IDLE:
-                self._head_bytes += len(data)
+                # h11 bounds only a head still incomplete: one that arrives whole is counted here
+                end = data.find(b"\r\n\r\n")
+                self._head_bytes += len(data) if end < 0 else end + 4
+                if self._head_bytes > limits.max_header_bytes:
+                    _send_status(self, 431, f"request headers exceed {limits.max_header_bytes} bytes")
+                    return
             super().data_received(data)
             if self.conn.their_state is not h11.IDLE:
                 self._head_bytes = 0

@@ -22,7 +22,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
-_PROCESS_STATES = ("starting", "ready", "dead", "stopped")
+_PROCESS_STATES = ("starting", "ready", "restarting", "dead", "stopped")
 NO_MODEL = ""
 """The ``model`` label of requests that never named a served model (a 404, a body that is not JSON)."""
 
@@ -36,6 +36,7 @@ class ServingMetrics:
         health: Callable[[], Mapping[str, Any]],
         worker_pids: Callable[[], Mapping[str, int | None]] = dict,
         build: Mapping[str, str] | None = None,
+        supervision: Callable[[], Mapping[str, Any]] | None = None,
     ):
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
@@ -64,6 +65,8 @@ class ServingMetrics:
         )
         self.in_flight = Gauge("omni_requests_in_flight", "Speech requests being processed.", registry=registry)
         registry.register(_RuntimeCollector(queue_depths, health))
+        if supervision is not None:
+            registry.register(_SupervisionCollector(supervision))
         registry.register(_WorkerCollector(worker_pids))
         self.transport: dict[str, dict[str, dict[str, int]]] = {}
         registry.register(_TransportCollector(lambda: self.transport))
@@ -180,3 +183,30 @@ class _TransportCollector(Collector):
                 for transport, value in sorted(counts.items()):
                     family.add_metric([src, dst, transport], float(value))
         yield family
+
+
+class _SupervisionCollector(Collector):
+    """Restarts by instance and reason, and the latest time to ready of each instance, read at scrape time."""
+
+    def __init__(self, supervision: Callable[[], Mapping[str, Any]]):
+        self._supervision = supervision
+
+    def describe(self) -> Iterable[Any]:
+        return [
+            CounterMetricFamily("omni_process_restarts", "Restarts of each process instance, by the reason it died.", labels=["process", "reason"]),
+            GaugeMetricFamily("omni_process_time_to_ready_seconds", "Seconds the latest start of each process instance took to be ready.", labels=["process"]),
+        ]
+
+    def collect(self) -> Iterable[Any]:
+        stats = self._supervision()
+        restarts = CounterMetricFamily("omni_process_restarts", "Restarts of each process instance, by the reason it died.", labels=["process", "reason"])
+        for (process, reason), count in sorted((stats.get("restarts") or {}).items()):
+            restarts.add_metric([process, reason], float(count))
+        yield restarts
+        ready = GaugeMetricFamily("omni_process_time_to_ready_seconds", "Seconds the latest start of each process instance took to be ready.", labels=["process"])
+        latest: dict[str, float] = {}
+        for process, seconds in stats.get("ready_seconds") or ():
+            latest[process] = seconds
+        for process, seconds in sorted(latest.items()):
+            ready.add_metric([process], float(seconds))
+        yield ready

@@ -3,8 +3,11 @@
 The runtime and the HTTP server share one asyncio loop, so request handlers
 await runtime handles directly. The listening socket is bound before any
 stage process starts: a taken port fails in milliseconds, not after model
-loading. Shutdown order is fixed: stop accepting HTTP, then drain and stop the
-runtime (which removes its IPC directory and shared memory).
+loading. Stopping (SIGTERM to this process or to its whole process group,
+or Ctrl-C) drains: the runtime stops admitting (new requests get 503
+``shutdown``), in-flight requests get ``shutdown_grace`` seconds to finish,
+the rest fail with 503 ``shutdown`` in the JSON envelope, and only then does
+the HTTP server close (a second signal stops at once).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 import signal
 import socket
 import threading
@@ -26,6 +30,9 @@ from .app import ServingSettings, create_app
 from .guard import ACCEPT_BURST, ConnectionLimits, guarded_protocol
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+log = logging.getLogger("omni.serving")
+_FLUSH_S = 5.0
+"""After the drain: how long open connections get to receive their (503) responses."""
 
 
 @dataclass(frozen=True)
@@ -33,8 +40,8 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8000
     log_level: str = "info"
-    shutdown_grace: float = 5.0
-    """Seconds the runtime gets to drain in-flight requests before its processes are killed."""
+    shutdown_grace: float = 30.0
+    """Seconds in-flight requests get to finish after SIGTERM or Ctrl-C; the rest fail with 503 ``shutdown``."""
     root_path: str = ""
     """The path prefix a reverse proxy serves this server under (uvicorn's root_path)."""
     keep_alive: float = 5.0
@@ -57,6 +64,8 @@ class BindError(Exception):
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket for uvicorn (IPv6 when ``host`` is an IPv6 address)."""
+    if not 0 <= port <= 65535:
+        raise BindError(host, port, "a TCP port is 0..65535")  # socket.bind would raise OverflowError
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
     except socket.gaierror as exc:
@@ -80,11 +89,46 @@ def bound_url(sock: socket.socket) -> str:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server without its re-raise of SIGINT/SIGTERM after it stops.
+    """uvicorn's server that drains the runtime before it stops, and does not re-raise the signal.
 
-    Stock uvicorn re-delivers the signal once it has stopped, which would kill
-    this process before the runtime behind it shuts its workers down cleanly.
+    Stock uvicorn stops accepting at once and, past its graceful timeout,
+    answers what is still running with a plain-text 500; it also re-delivers
+    the signal once stopped, which would kill this process before the runtime
+    shut its workers down. Here the first signal drains the runtime (the app
+    answers every request, late ones with 503 ``shutdown``) and then lets
+    uvicorn stop; a second signal stops at once.
     """
+
+    def __init__(self, config: uvicorn.Config, runtime: Any, grace: float) -> None:
+        super().__init__(config)
+        self._runtime = runtime
+        self._grace = grace
+        self._draining: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets=sockets)
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        if self._draining is not None or self._loop is None:
+            super().handle_exit(sig, frame)  # second signal: stop now
+            self.force_exit = True
+            return
+        self._loop.call_soon_threadsafe(self._start_drain, sig)
+
+    def _start_drain(self, sig: int) -> None:
+        if self._draining is not None:
+            return
+        log.info("received %s: draining (up to %g s), then stopping", signal.Signals(sig).name, self._grace)
+        self._draining = asyncio.ensure_future(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            if self._runtime.health().get("status") != "starting":  # still starting: serve_runtime stops the start
+                await self._runtime.shutdown(grace=self._grace)
+        finally:
+            self.should_exit = True
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -118,7 +162,8 @@ async def serve_runtime(
         log_level=options.log_level,
         lifespan="off",
         access_log=False,
-        timeout_graceful_shutdown=options.shutdown_grace,
+        timeout_graceful_shutdown=_FLUSH_S,
+        log_config=None,
         http=guarded_protocol(options.connections),
         h11_max_incomplete_event_size=options.connections.max_header_bytes,
         timeout_keep_alive=max(1, round(options.keep_alive)),
@@ -126,7 +171,7 @@ async def serve_runtime(
         server_header=False,
         backlog=ACCEPT_BURST,
     )
-    server = _Server(config)
+    server = _Server(config, runtime, options.shutdown_grace)
     url = bound_url(sock)
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:

@@ -25,7 +25,7 @@ from starlette.requests import ClientDisconnect
 from ..errors import RequestFailed, RuntimeFailure
 from .audio import CONTENT_TYPES, AudioError, PcmAudio, encode
 from .encoders import StreamEncoder
-from .errors import APIError
+from .errors import RETRY_AFTER_S, APIError, runtime_error
 from .metrics import ServingMetrics
 from .request import SpeechRequest, parse_body, parse_speech
 from .streaming import AudioStreamResponse, ClientGone, until_disconnect
@@ -34,6 +34,7 @@ from .synthesis import audio_parts, collect_audio
 log = logging.getLogger("uvicorn.error.omni")
 """A child of uvicorn's error logger, so its lines appear at the server's --log-level."""
 SPEECH = "/v1/audio/speech"
+access_log = logging.getLogger("omni.access")
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
 
 
@@ -55,11 +56,15 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
         request.state.model = named
     speech = parse_speech(body, settings.models, settings.limits)
     metrics.input_characters.labels(model=speech.model).inc(len(speech.text))
+    request.state.chars = len(speech.text)
     try:
         handle = await runtime.submit(speech.entry_data())
-    except RequestFailed as exc:
-        raise APIError(503, f"the runtime cannot take the request: {exc}", type="server_error", code=exc.kind) from None
+    except RequestFailed as exc:  # overloaded (429), a process down for good, a deadline passed while waiting
+        raise runtime_error(exc) from None
     except RuntimeFailure:
+        if getattr(runtime, "draining", False):
+            raise APIError(503, "the server is shutting down; retry on another instance", type="server_error", code="shutdown",
+                           headers={"Retry-After": RETRY_AFTER_S}) from None
         if "starting" in (runtime.health().get("processes") or {}).values():
             raise APIError(503, "the pipeline is still starting; retry once GET /health answers 200", type="server_error",
                            code="starting", headers={"Retry-After": "5"}) from None
@@ -74,6 +79,7 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
             audio = await guarded(until_disconnect(request, handle, collect_audio(handle)))
             metrics.observe_stages(getattr(handle, "stage_timings", None), speech.model)
             metrics.observe_audio(speech.model, audio.frames / audio.sample_rate)
+            request.state.audio_s = audio.frames / audio.sample_rate
             body = encode(audio, speech.response_format)
             return Response(body, media_type=CONTENT_TYPES[speech.response_format], headers=_audio_headers(audio, request_id))
         parts = audio_parts(handle).__aiter__()
@@ -93,6 +99,8 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
         metrics.in_flight.dec()
         metrics.observe_request(SPEECH, status, time.perf_counter() - started, speech.model)
         metrics.observe_audio(speech.model, seconds[0])
+        request.state.audio_s = seconds[0]
+        log_access(request, status, started)
         if status == 200:
             metrics.observe_stages(getattr(handle, "stage_timings", None), speech.model)
 
@@ -154,8 +162,7 @@ async def guarded(awaitable: Any) -> Any:
             raise Disconnected() from None
         if kind == "invalid_request":
             raise APIError(400, exc.message, param=getattr(exc, "param", None), code="invalid_value") from None
-        status = 503 if kind in ("shutdown", "unavailable", "process_died") else 500
-        raise APIError(status, str(exc), type="server_error", code=kind) from None
+        raise runtime_error(exc) from None
     except AudioError as exc:
         raise APIError(500, f"the pipeline produced invalid audio: {exc}", type="server_error", code="invalid_stage_output") from None
     except StopAsyncIteration:
@@ -210,3 +217,16 @@ def _audio_headers(audio: PcmAudio, request_id: str) -> dict[str, str]:
     if request_id:
         headers["X-Request-Id"] = request_id
     return headers
+
+
+def log_access(request: Request, status: int, started: float, error: str | None = None) -> None:
+    """One line per speech request: status, seconds, model, input characters, audio seconds."""
+    seconds = time.perf_counter() - started
+    state = request.state
+    model, chars, audio = getattr(state, "model", None), getattr(state, "chars", None), getattr(state, "audio_s", None)
+    access_log.info(
+        "POST %s %d %.3fs model=%s chars=%s audio_s=%s%s",
+        SPEECH, status, seconds, model or "-", chars if chars is not None else "-", f"{audio:.2f}" if audio is not None else "-",
+        f" error={error}" if error else "",
+        extra={"status": status, "seconds": round(seconds, 4), "model": model, "chars": chars, "audio_s": audio, "request_id": getattr(state, "request_id", None)},
+    )

@@ -119,4 +119,4 @@ class Outbox(SocketChannel):
         except BaseException:
             encoded.release()
             raise
-        encoded.mark_sent()
+        encoded.mark_sent(self.address)

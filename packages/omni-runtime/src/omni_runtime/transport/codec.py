@@ -87,9 +87,9 @@ class Encoded:
         """Bytes on the socket (frames), not counting shared memory."""
         return sum(memoryview(f).nbytes for f in self.frames)
 
-    def mark_sent(self) -> None:
+    def mark_sent(self, peer: str | None = None) -> None:
         for lease in self.leases:
-            lease.mark_sent()
+            lease.mark_sent(peer)
         self.leases = []
 
     def release(self) -> None:

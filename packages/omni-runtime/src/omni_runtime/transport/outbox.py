@@ -80,7 +80,7 @@ class AsyncOutbox(AsyncSocketChannel):
         except BaseException:
             encoded.release()
             raise
-        encoded.mark_sent()
+        encoded.mark_sent(self.address)
 
     def _try_send(self, frames: list[Any]) -> bool:
         try:

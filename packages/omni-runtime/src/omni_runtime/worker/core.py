@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import signal
+import threading
 from collections import OrderedDict
 
 from omni_compiler.topology import CompiledTopology, ProcessInstance
@@ -14,6 +18,11 @@ from .execution import Execution
 from .inbound import Inbound
 from .options import WorkerOptions
 from .outbound import Outbound
+
+log = logging.getLogger("omni.worker")
+
+TERM_EARLY = threading.Event()
+"""Set by the entry point's handler when SIGTERM came before the event loop could take it."""
 
 
 class Worker(Inbound, Execution, Outbound):
@@ -46,18 +55,43 @@ class Worker(Inbound, Execution, Outbound):
             self.plane = Plane(run, self.name, self.options.shm_budget_bytes)
         self.to_parent = self.plane.outbox(E.PARENT)
         try:
-            try:
-                self.stages = build_stages(self.topology, self.instance, self.options, self.router)
-            except StageBuildError as exc:
-                await self.to_parent.send(E.header(E.STARTUP_ERROR, stage=exc.stage or "", src=self.name, has_data=True), exc.tb)
-                return
-            endpoint = self.plane.endpoint() if hasattr(self.plane, "endpoint") else None  # where peers on other nodes reach us
-            await self.to_parent.send(E.header(E.READY, src=self.name, has_data=endpoint is not None), endpoint)
-            try:
-                await self._serve()
-            finally:
-                for req in list(self.requests.values()):
-                    self._abort(req)
-                self.stages.shutdown()
+            with self._sigterm_reported():  # from the start: a SIGTERM while building or right after ready is reported too
+                try:
+                    self.stages = build_stages(self.topology, self.instance, self.options, self.router)
+                except StageBuildError as exc:
+                    log.error("failed to start (stage %s):\n%s", exc.stage or "-", exc.tb.rstrip())
+                    await self.to_parent.send(E.header(E.STARTUP_ERROR, stage=exc.stage or "", src=self.name, has_data=True), exc.tb)
+                    return
+                endpoint = self.plane.endpoint() if hasattr(self.plane, "endpoint") else None  # where peers on other nodes reach us
+                await self.to_parent.send(E.header(E.READY, src=self.name, has_data=endpoint is not None), endpoint)
+                try:
+                    await self._serve()
+                finally:
+                    for req in list(self.requests.values()):
+                        self._abort(req)
+                    self.stages.shutdown()
         finally:
             self.plane.close()
+
+    @contextlib.contextmanager
+    def _sigterm_reported(self):
+        """SIGTERM is reported to the parent, which decides: drain with everyone, or restart this one.
+
+        systemd and ``docker stop`` signal every process of the service at
+        once; a worker that died on its own SIGTERM would fail requests the
+        parent is still draining.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        self.loop.add_signal_handler(signal.SIGTERM, self._on_sigterm)
+        if TERM_EARLY.is_set():
+            self._on_sigterm()
+        try:
+            yield
+        finally:
+            self.loop.remove_signal_handler(signal.SIGTERM)
+
+    def _on_sigterm(self) -> None:
+        log.warning("received SIGTERM; telling the parent (it drains with the server, or restarts this process)")
+        self.loop.create_task(self._send_quietly(E.PARENT, E.header(E.TERM, src=self.name)))

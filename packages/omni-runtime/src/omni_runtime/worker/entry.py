@@ -1,34 +1,51 @@
-"""The entry point of a spawned worker process: a plain function with JSON arguments.
+"""The worker's entry point: a plain function with one JSON argument, callable anywhere.
 
-The parent spawns this with the JSON topology and the instance name only (no
-pickled user objects). It arms the parent-death signal, sets the stages' env,
-then runs the :class:`Worker` until it is told to stop.
+The local backend runs it in a fresh interpreter (``python -m
+omni_runtime.worker``, the launch JSON on stdin); another backend may call
+:func:`run_worker` in a process of its own (a Ray actor). No pickled user
+object crosses: the topology, the instance name, the run directory and the
+options are all in the :class:`~omni_runtime.launch.WorkerLaunch` JSON.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
+import signal
 import sys
+import threading
 
 from omni_compiler.topology import CompiledTopology
 
-from .. import pdeath
-from .core import Worker
+from .. import logs, pdeath
+from ..launch.spec import WorkerLaunch
+from .core import TERM_EARLY, Worker
 from .options import WorkerOptions
 
 
-def main(topology_json: str, instance_name: str, run_json: str, parent_pid: int, options_json: str) -> None:
-    """Entry point of a spawned worker process (the ``multiprocessing`` target)."""
-    run = json.loads(run_json)
-    pdeath.arm(parent_pid, lambda: _on_parent_death(run))
-    topology = CompiledTopology.from_json(topology_json)
-    options = WorkerOptions.from_json(options_json)
-    instance = next(i for i in topology.instances if i.name == instance_name)
+def run_worker(launch_json: str) -> int:
+    """Host one process instance until the parent says stop; returns the exit status.
+
+    On the main thread it leaves SIGINT to the parent (Ctrl-C in a terminal
+    reaches the whole process group; the parent stops everything cleanly)
+    and, given ``parent_pid``, exits the moment that parent dies.
+    """
+    launch = WorkerLaunch.from_json(launch_json)
+    for entry in reversed(launch.sys_path):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    options = WorkerOptions(**launch.options)
+    logs.configure(options.log_level, options.log_format, instance=launch.instance, marked=True)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: TERM_EARLY.set())
+        if launch.parent_pid is not None:
+            pdeath.arm(launch.parent_pid)
+    topology = CompiledTopology.from_json(launch.topology)
+    instance = next(i for i in topology.instances if i.name == launch.instance)
     for placement in instance.stages:
         os.environ.update(topology.stage(placement.stage).env)
-    worker = Worker(topology, instance, run, options)
+    worker = Worker(topology, instance, launch.run, options)
     profile_dir = os.environ.get("OMNI_RUNTIME_PROFILE_DIR")
     profiler = None
     if profile_dir:  # operators: cProfile every worker, one .prof file per instance
@@ -41,31 +58,7 @@ def main(topology_json: str, instance_name: str, run_json: str, parent_pid: int,
     finally:
         if profiler is not None:
             profiler.disable()
-            profiler.dump_stats(os.path.join(profile_dir, f"{instance_name}.prof"))
+            profiler.dump_stats(os.path.join(profile_dir, f"{launch.instance}.prof"))
         sys.stdout.flush()
         sys.stderr.flush()
-    # Threads of sync stages that ignore ctx.cancelled must not keep a stopped worker alive.
-    os._exit(0)
-
-
-def _on_parent_death(run: dict[str, str]) -> None:
-    """The parent is gone (even SIGKILL): remove the run's sockets and shared memory ourselves.
-
-    Plain ``os``/``shutil`` only: this can run from a signal handler while the
-    transport package is still half imported.
-    """
-    import shutil
-
-    shutil.rmtree(run["path"], ignore_errors=True)
-    prefix = run["shm_prefix"]
-    if prefix.endswith("-") and len(prefix) > 5:
-        try:
-            names = os.listdir("/dev/shm")
-        except OSError:
-            names = []
-        for name in names:
-            if name.startswith(prefix):
-                try:
-                    os.unlink(os.path.join("/dev/shm", name))
-                except OSError:
-                    pass
+    return 0

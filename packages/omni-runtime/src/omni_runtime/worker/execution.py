@@ -9,17 +9,21 @@ of the request is told to stop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import traceback
 from typing import Any
 
 from .. import envelope as E
+from .. import logs
 from ..channel import ChunkChannel
 from ..context import StageContext
 from ..errors import InvalidRequest, RequestCancelled
 from ..payload import StagePayload
 from ..stage import as_payload
 from .state import RequestState, WorkerState
+
+log = logging.getLogger("omni.worker")
 
 
 class Execution(WorkerState):
@@ -46,6 +50,7 @@ class Execution(WorkerState):
         await self._run_stage(req, stage, merged, None)
 
     async def _run_stage(self, req: RequestState, stage: str, payload: StagePayload | None, channel: ChunkChannel | None) -> None:
+        logs.current_stage.set(stage)  # this task's log lines (and its executor calls') name the stage
         adapter = self.stages.adapters[stage]
         ctx = self._context(req, stage)
         executor = self.stages.executors[stage]
@@ -86,6 +91,7 @@ class Execution(WorkerState):
         where = f"stage {stage} (process {process})" + (f" {what}" if what else "")
         message = f"{where}: {type(exc).__name__}: {exc}"
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        log.error("request %s failed: %s", req.rid, message, exc_info=(type(exc), exc, exc.__traceback__), extra={"stage": stage})
         self._abort(req)
         self._mark_finished(req.rid)
         header = E.header(E.ERROR, rid=req.rid, stage=stage, src=self.name, timings=req.timings, text=message, has_data=True)

@@ -11,6 +11,8 @@ shared memory released) instead of starting work nobody waits for.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections import deque
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -18,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 from .. import envelope as E
 from ..channel import ChunkChannel
 from ..errors import RequestCancelled
+from ..flow import CreditReturn
 from ..payload import StagePayload
 from .state import RequestState, WorkerState
+
+log = logging.getLogger("omni.worker")
 
 if TYPE_CHECKING:  # the transport (and torch) is imported in the worker process only
     from ..transport import Message
@@ -99,6 +104,19 @@ class Inbound(WorkerState):
             if req is not None:
                 self._abort(req)
             return None
+        if kind == E.CREDIT:
+            msg.discard()
+            req = self.requests.get(rid)
+            if req is not None:
+                gate = req.gates.get((h.get(E.STAGE, ""), h.get(E.INSTANCE, "")))
+                if gate is not None:
+                    gate.grant(int(h.get(E.COUNT, 0)))
+            return None
+        if kind == E.PEER_DIED:
+            msg.discard()
+            peer = h.get(E.SRC, "")
+            self.plane.peer_died(peer)
+            return None
         if kind == E.PEERS:
             self.plane.learn(msg.payload())
             return None
@@ -131,11 +149,11 @@ class Inbound(WorkerState):
     async def _fail_receive(self, msg: Message, exc: Exception) -> None:
         msg.discard()
         h = msg.header
-        req = self._request(h.get(E.RID, ""), h.get(E.BINDING, {}))
+        req = self._request(h.get(E.RID, ""), h.get(E.BINDING, {}), h.get(E.DEADLINE))
         await self._fail(req, h.get(E.STAGE, ""), exc, what="receive")
 
     def _deliver(self, h: dict[str, Any], rid: str, kind: str, data: Any, has_data: bool) -> None:
-        req = self._request(rid, h.get(E.BINDING, {}))
+        req = self._request(rid, h.get(E.BINDING, {}), h.get(E.DEADLINE))
         timings = h.get(E.TIMINGS)
         if timings:
             req.timings.update(timings)
@@ -143,15 +161,26 @@ class Inbound(WorkerState):
         if kind == E.RUN:
             self._on_payload(req, stage, h.get(E.SRC, ""), StagePayload(rid, data))
         elif kind == E.CHUNK:
-            self._channel(req, stage).put_nowait(data)
+            self._channel(req, stage).put_nowait(data, h.get(E.INSTANCE))
         elif kind == E.DONE:
             self._channel(req, stage).finish(StagePayload(rid, data) if has_data else None)
 
-    def _request(self, rid: str, binding: dict[str, int]) -> RequestState:
+    def _request(self, rid: str, binding: dict[str, int], deadline: float | None = None) -> RequestState:
         req = self.requests.get(rid)
         if req is None:
-            req = self.requests[rid] = RequestState(rid, dict(binding), asyncio.Event())
+            req = self.requests[rid] = RequestState(rid, dict(binding), asyncio.Event(), deadline=deadline)
+            if deadline is not None:
+                # One clock for every host: the parent set the deadline in epoch seconds.
+                req.expiry = self.loop.call_later(max(deadline - time.time(), 0.0), self._expire, req)
         return req
+
+    def _expire(self, req: RequestState) -> None:
+        """The request's deadline passed: stop its work here (the parent fails it for the client)."""
+        if self.requests.get(req.rid) is not req:
+            return
+        log.info("request %s passed its deadline: cancelled here", req.rid)
+        self._mark_finished(req.rid)
+        self._abort(req)
 
     def _mark_finished(self, rid: str) -> None:
         self.finished[rid] = None
@@ -173,7 +202,14 @@ class Inbound(WorkerState):
     def _channel(self, req: RequestState, stage: str) -> ChunkChannel:
         channel = req.channels.get(stage)
         if channel is None:
-            channel = req.channels[stage] = ChunkChannel(self.loop, producers=len(self.router.stream_producers[stage]))
+            returns = CreditReturn()
+
+            def on_taken(origin: str) -> None:
+                count = returns.took(origin)
+                if count:
+                    self._return_credit(req, stage, origin, count)
+
+            channel = req.channels[stage] = ChunkChannel(self.loop, producers=len(self.router.stream_producers[stage]), on_taken=on_taken)
             self._spawn(req, self._run_stage(req, stage, None, channel))
         return channel
 
@@ -186,11 +222,15 @@ class Inbound(WorkerState):
         req.tasks.discard(task)
         if not req.tasks and not req.parts and self.requests.get(req.rid) is req:
             del self.requests[req.rid]
+            req.close()
 
     def _abort(self, req: RequestState) -> None:
         req.cancel.set()
+        req.close()
         for channel in req.channels.values():
             channel.abort(RequestCancelled())
+        for gate in req.gates.values():
+            gate.abort(RequestCancelled())
         current = asyncio.current_task()
         for task in list(req.tasks):
             if task is not current:

@@ -15,6 +15,8 @@ class WorkerOptions:
     enforce_memory_fraction: bool = False
     stage_threads: int = 64
     shm_budget_bytes: int = 1 << 30
+    log_level: str = "info"
+    log_format: str = "text"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -3,6 +3,9 @@
 Handoffs to a stage in this same process call the receiving side directly
 with the very object the producer returned; handoffs to another process go
 over that process's outbox (the parent is not on the stage-to-stage path).
+A streamed chunk to another process (or to the parent, for a terminal
+stage's output) first spends a credit of its request and edge
+(:mod:`omni_runtime.flow`), so a producer waits for a slow consumer.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Any
 
 from .. import envelope as E
 from ..errors import RequestCancelled
+from ..flow import CreditGate
 from ..payload import StagePayload
 from .state import RequestState, WorkerState
 
@@ -25,7 +29,26 @@ class Outbound(WorkerState):
         for target in spec.stream_to:
             await self._send(req, target, E.CHUNK, stage, chunk, True)
         if spec.terminal:
-            await self.to_parent.send(E.header(E.OUT, rid=req.rid, stage=stage, has_data=True), chunk, timeout=None)
+            await self._gate(req, E.OUTPUT, E.PARENT).acquire()
+            await self.to_parent.send(E.header(E.OUT, rid=req.rid, stage=stage, instance=self.name, has_data=True), chunk, timeout=None)
+
+    def _gate(self, req: RequestState, stage: str, instance: str) -> CreditGate:
+        gate = req.gates.get((stage, instance))
+        if gate is None:
+            gate = req.gates[(stage, instance)] = CreditGate(self.loop)
+        return gate
+
+    def _return_credit(self, req: RequestState, stage: str, origin: str, count: int) -> None:
+        """Our ``stage`` took ``count`` chunks from the producer instance ``origin``: let it send that many more."""
+        header = E.header(E.CREDIT, rid=req.rid, stage=stage, instance=self.name, count=count)
+        self.loop.create_task(self._send_quietly(origin, header))
+
+    async def _send_quietly(self, instance: str, header: dict[str, Any]) -> None:
+        # A credit to a producer that died or finished is of no use: losing it is fine.
+        try:
+            await self.plane.outbox(instance).send(header, timeout=5.0)
+        except Exception:  # noqa: BLE001
+            return
 
     async def _forward(self, req: RequestState, stage: str, out: StagePayload) -> None:
         spec = self.router.stages[stage]
@@ -66,8 +89,13 @@ class Outbound(WorkerState):
                 if kind == E.CHUNK:
                     await req.channels[stage].put(value)
                 continue
+            if kind == E.CHUNK:
+                await self._gate(req, stage, target.instance).acquire()
             # each TP rank gets its own encoding: a shared-memory reference is claimed once
-            header = E.header(kind, rid=req.rid, stage=stage, src=src, binding=req.binding, timings=req.timings, has_data=has_data)
+            header = E.header(
+                kind, rid=req.rid, stage=stage, src=src, binding=req.binding, timings=req.timings, has_data=has_data,
+                deadline=req.deadline, instance=self.name,
+            )
             await self.plane.outbox(target.instance).send(header, data if has_data else None, timeout=None)
 
     def _deliver_local(self, req: RequestState, kind: str, stage: str, src: str, value: Any) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from omni_compiler.topology import CompiledTopology, ProcessInstance, StagePlacement
 
 from ..channel import ChunkChannel
+from ..flow import CreditGate
 from ..payload import StagePayload
 from ..routing import Router
 from .build import BuiltStages
@@ -37,6 +38,17 @@ class RequestState:
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     channels: dict[str, ChunkChannel] = field(default_factory=dict)
     parts: dict[str, dict[str, StagePayload]] = field(default_factory=dict)
+    deadline: float | None = None
+    """Epoch seconds after which the request's work here is cancelled."""
+    expiry: asyncio.TimerHandle | None = None
+    gates: dict[tuple[str, str], CreditGate] = field(default_factory=dict)
+    """Credit per (consumer stage, consumer instance) for chunks this process streams to another."""
+
+    def close(self) -> None:
+        """The request is done here: drop its deadline timer."""
+        if self.expiry is not None:
+            self.expiry.cancel()
+            self.expiry = None
 
 
 class WorkerState:

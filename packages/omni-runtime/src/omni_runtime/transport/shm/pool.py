@@ -58,9 +58,9 @@ class ShmLease:
         self.ref = ShmRef(seg.name, seg.gen, nbytes)
         self.view = seg.data[:nbytes]
 
-    def mark_sent(self) -> None:
-        """The reference is on its way; the receiver's claim/release frees it."""
-        self._pool._mark_sent(self._seg, self.ref.gen)
+    def mark_sent(self, peer: str | None = None) -> None:
+        """The reference is on its way (to ``peer``); the receiver's claim/release frees it."""
+        self._pool._mark_sent(self._seg, self.ref.gen, peer)
         self.view = None
 
     def cancel(self) -> None:
@@ -196,14 +196,17 @@ class ShmPool:
             seg.last_used = now
             return ShmLease(self, seg, nbytes)
 
-    def reclaim_unclaimed(self) -> int:
+    def reclaim_unclaimed(self, peer: str | None = None) -> int:
         """Reuse sent segments nobody claimed (call when a receiver died).
 
-        Returns how many segments were freed. Safe against a receiver that
-        is reading right now: such a segment is locked and stays busy.
+        ``peer``: only what was sent to that receiver (its address, as given
+        to :meth:`ShmLease.mark_sent`), so references on their way to live
+        receivers stay valid; ``None``: every unclaimed segment. Returns how
+        many segments were freed. Safe against a receiver that is reading
+        right now: such a segment is locked and stays busy.
         """
         with self._lock:
-            return self._poll_sent(time.monotonic(), force=True, exhaustive=True)
+            return self._poll_sent(time.monotonic(), force=True, exhaustive=True, peer=peer)
 
     def trim(self) -> int:
         """Unlink every free segment now; returns bytes given back."""
@@ -272,15 +275,15 @@ class ShmPool:
             fcntl.flock(seg.fd, fcntl.LOCK_UN)
         return True
 
-    def _poll_sent(self, now: float, *, force: bool = False, exhaustive: bool = False) -> int:
-        """Free released sent segments, oldest first; returns how many."""
+    def _poll_sent(self, now: float, *, force: bool = False, exhaustive: bool = False, peer: str | None = None) -> int:
+        """Free released sent segments, oldest first; returns how many (``force``: also unclaimed ones, to ``peer`` if given)."""
         freed = 0
         busy: list[Segment] = []
         while self._sent and (exhaustive or len(busy) < self._POLL_BUSY_LIMIT):
             seg = self._sent.popleft()
             if seg.state != "sent":
                 continue
-            if self._check_released(seg, now, force):
+            if self._check_released(seg, now, force and (peer is None or seg.sent_to == peer)):
                 self._put_free(seg, now)
                 freed += 1
             else:
@@ -371,10 +374,11 @@ class ShmPool:
             self._remove_free(seg)
         seg.destroy()
 
-    def _mark_sent(self, seg: Segment, gen: int) -> None:
+    def _mark_sent(self, seg: Segment, gen: int, peer: str | None) -> None:
         with self._lock:
             if seg.gen == gen and seg.state == "leased" and seg.name in self._segments:
                 seg.state = "sent"
+                seg.sent_to = peer
                 seg.sent_at = time.monotonic()
                 self._sent.append(seg)
 

@@ -147,7 +147,7 @@ def tensor_over(mm: mmap.mmap, count: int, offset: int) -> torch.Tensor:
 class Segment:
     """One mapped segment of a sender's pool and its pool-side state."""
 
-    __slots__ = ("capacity", "data", "fd", "gen", "last_used", "mm", "name", "path", "sent_at", "state")
+    __slots__ = ("capacity", "data", "fd", "gen", "last_used", "mm", "name", "path", "sent_at", "sent_to", "state")
 
     def __init__(self, name: str, path: str, fd: int, mm: mmap.mmap, capacity: int) -> None:
         self.name = name
@@ -159,6 +159,7 @@ class Segment:
         self.gen = 1
         self.state = "free"  # free | leased | sent
         self.sent_at = 0.0
+        self.sent_to: str | None = None
         self.last_used = time.monotonic()
 
     @property
