@@ -177,6 +177,13 @@ def test_port_in_use_is_a_user_error(capsys):
     assert f"cannot listen on 127.0.0.1:{port}: address already in use" in err and "--port" in err
 
 
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_port_out_of_range_is_a_user_error(capsys, port):
+    code, _, err = _in_process(cli.main, ["serve", "--config", str(PIPELINE), "--port", port], capsys)
+    assert code == 1
+    assert f"cannot listen on 127.0.0.1:{port}: a TCP port is 0..65535" in err and "Traceback" not in err
+
+
 def test_help_lists_every_command(capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["--help"])

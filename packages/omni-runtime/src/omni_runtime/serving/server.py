@@ -64,6 +64,8 @@ class BindError(Exception):
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket for uvicorn (IPv6 when ``host`` is an IPv6 address)."""
+    if not 0 <= port <= 65535:
+        raise BindError(host, port, "a TCP port is 0..65535")  # socket.bind would raise OverflowError
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
     except socket.gaierror as exc:
