@@ -115,9 +115,11 @@ async def wait_ready(client: httpx.AsyncClient, url: str) -> None:
 
 
 async def one_request(client: httpx.AsyncClient, url: str, timeout: float) -> Outcome:
+    """One speech request; ``timeout`` bounds its whole wall time (httpx's own timeouts are per phase)."""
     began = time.monotonic()
     try:
-        response = await client.post(f"{url}/v1/audio/speech", json={"model": MODEL, "input": TEXT, "voice": "alloy", "response_format": "pcm"}, timeout=timeout)
+        post = client.post(f"{url}/v1/audio/speech", json={"model": MODEL, "input": TEXT, "voice": "alloy", "response_format": "pcm"}, timeout=timeout)
+        response = await asyncio.wait_for(post, timeout)
         code = ""
         if response.status_code != 200:
             try:
@@ -125,7 +127,7 @@ async def one_request(client: httpx.AsyncClient, url: str, timeout: float) -> Ou
             except (ValueError, KeyError, TypeError):
                 code = "not-json"
         return Outcome(began, time.monotonic(), response.status_code, code)
-    except httpx.TimeoutException:
+    except (httpx.TimeoutException, asyncio.TimeoutError):
         return Outcome(began, time.monotonic(), None, "hung")
     except httpx.HTTPError as exc:
         return Outcome(began, time.monotonic(), None, type(exc).__name__)
@@ -143,18 +145,33 @@ async def closed_loop(client: httpx.AsyncClient, url: str, concurrency: int, sec
     return out
 
 
-async def open_loop(client: httpx.AsyncClient, url: str, rate: float, seconds: float, timeout: float) -> list[Outcome]:
+async def open_loop(client: httpx.AsyncClient, url: str, rate: float, seconds: float, timeout: float, outstanding: int) -> tuple[list[Outcome], int]:
+    """Requests at ``rate`` for ``seconds``; at most ``outstanding`` open at once (one client process cannot hold
+    more without measuring itself instead of the server): a request due while the client is full is not sent (counted)."""
     tasks = []
     began = time.monotonic()
-    sent = 0
+    due_count = 0
+    skipped = 0
+    open_now = [0]
+
+    async def tracked() -> Outcome:
+        open_now[0] += 1
+        try:
+            return await one_request(client, url, timeout)
+        finally:
+            open_now[0] -= 1
+
     while time.monotonic() - began < seconds:
-        due = began + sent / rate
+        due = began + due_count / rate
         delay = due - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.ensure_future(one_request(client, url, timeout)))
-        sent += 1
-    return list(await asyncio.gather(*tasks))
+        due_count += 1
+        if open_now[0] >= outstanding:
+            skipped += 1
+            continue
+        tasks.append(asyncio.ensure_future(tracked()))
+    return list(await asyncio.gather(*tasks)), skipped
 
 
 async def killer(client: httpx.AsyncClient, server: Server, every: float, seconds: float, kills: list[Kill], seen_pids: set[int]) -> None:
@@ -230,7 +247,7 @@ async def run(args: argparse.Namespace) -> int:
         chaos = await chaos_task
         await wait_ready(client, server.url)
         rss_chaos = server.rss_peak
-        overload = await open_loop(client, server.url, rate * args.overload_factor, args.overload_duration, timeout)
+        overload, skipped = await open_loop(client, server.url, rate * args.overload_factor, args.overload_duration, timeout, args.overload_clients)
         stop.set()
         await watcher
     restarts_text = ""
@@ -246,10 +263,10 @@ async def run(args: argparse.Namespace) -> int:
     new_shm = {n for n in shm_names() - shm_before if n.startswith("omni-") and (not run_prefixes or any(n.startswith(p) for p in run_prefixes) or _ours(n, seen_pids | {server.proc.pid}))}
 
     for kill in kills:
-        later = [o.ended for o in chaos if o.status == 200 and kill.ready_at is not None and o.started >= kill.ready_at]
+        later = [o.ended for o in chaos if o.status == 200 and kill.ready_at is not None and o.ended >= kill.ready_at]
         kill.first_success_at = min(later) if later else None
     restarts = sum(float(v) for v in re.findall(r'^omni_process_restarts_total\{[^}]*\} ([0-9.e+]+)$', restarts_text, re.M))
-    print(table(args, rate, baseline, chaos, overload, kills, restarts, server, rss_baseline, rss_chaos, left_children, new_shm, code))
+    print(table(args, rate, baseline, chaos, overload, skipped, kills, restarts, server, rss_baseline, rss_chaos, left_children, new_shm, code))
     hung = sum(1 for o in chaos + overload + baseline if o.error == "hung")
     return 0 if hung == 0 and not left_children and not new_shm and code == 0 else 1
 
@@ -259,7 +276,7 @@ def _ours(name: str, pids: set[int]) -> bool:
     return len(parts) >= 4 and parts[-2].isdigit() and int(parts[-2]) in pids
 
 
-def table(args, rate, baseline, chaos, overload, kills, restarts, server, rss_baseline, rss_chaos, left_children, new_shm, code) -> str:
+def table(args, rate, baseline, chaos, overload, skipped, kills, restarts, server, rss_baseline, rss_chaos, left_children, new_shm, code) -> str:
     ok = [o for o in chaos if o.status == 200]
     failed = [o for o in chaos if o.status not in (200, None)]
     hung = [o for o in chaos if o.error == "hung"]
@@ -290,7 +307,8 @@ def table(args, rate, baseline, chaos, overload, kills, restarts, server, rss_ba
         ("kill -> first success after restart", f"p50 {pct(to_success, 0.5):.2f} s, max {max(to_success) if to_success else float('nan'):.2f} s"),
         ("parent peak RSS", f"{rss_baseline / mib:.0f} MiB baseline, {rss_chaos / mib:.0f} MiB after chaos"),
         (f"overload {args.overload_factor:g}x ({rate * args.overload_factor:.1f} req/s, {args.overload_duration:g} s, --max-inflight {args.max_inflight})",
-         f"{len(overload)} sent: {o_ok} ok, {o_429} got 429 (p50 {pct(o_429_s, 0.5) * 1000:.0f} ms), {o_other} other, {o_hung} hung"),
+         f"{len(overload)} sent ({skipped} more due while {args.overload_clients} were open: not sent): {o_ok} ok, {o_429} got 429 "
+         f"(p50 {pct(o_429_s, 0.5) * 1000:.0f} ms, max {max(o_429_s, default=0) * 1000:.0f} ms), {o_other} other, {o_hung} hung"),
         ("parent peak RSS after overload", f"{server.rss_peak / mib:.0f} MiB ({server.rss_peak / max(rss_chaos, 1):.2f}x after chaos)"),
         ("after SIGTERM: exit code", str(code)),
         ("child processes left (must be 0)", str(len(left_children))),
@@ -315,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restart-budget", type=int, default=20, help="processes.<P>.restart.max_restarts for every process (default: %(default)s)")
     parser.add_argument("--overload-factor", type=float, default=10.0, help="overload rate as a multiple of the baseline rate (default: %(default)s)")
     parser.add_argument("--overload-duration", type=float, default=15.0, help="seconds of overload (default: %(default)s)")
+    parser.add_argument("--overload-clients", type=int, default=256, help="most overload requests open at once from this client (default: %(default)s)")
     args = parser.parse_args(argv)
     return asyncio.run(run(args))
 

@@ -48,6 +48,37 @@ def test_symlink_loop_in_a_subpackage(tmp_path):
     assert any(" OL001 " in line for line in lines)
 
 
+def test_folder_link_to_its_own_folder_is_reported_and_the_real_files_still_linted(tmp_path):
+    model = _model(tmp_path)
+    os.symlink(".", model / "selfloop")
+    code, lines = _cli(tmp_path)
+    assert code == 1
+    assert any(line.startswith("m/selfloop:1:1: OL900") and "symlink loop" in line for line in lines), lines
+    assert any(line.startswith("m/stages.py:") and " OL001 " in line for line in lines)
+    assert not any("selfloop/" in line for line in lines)
+
+
+def test_folder_link_to_the_parent_from_a_subpackage_is_reported(tmp_path):
+    model = _model(tmp_path)
+    (model / "sub").mkdir()
+    (model / "sub" / "__init__.py").write_text("")
+    os.symlink("..", model / "sub" / "up")
+    code, lines = _cli(tmp_path)
+    assert code == 1
+    assert any(line.startswith("m/sub/up:1:1: OL900") and "symlink loop" in line for line in lines), lines
+    assert any(line.startswith("m/stages.py:") and " OL001 " in line for line in lines)
+    assert not any("up/" in line for line in lines)
+
+
+def test_folder_link_to_a_sibling_is_not_a_loop(tmp_path):
+    model = _model(tmp_path)
+    (model / "data").mkdir()
+    os.symlink("data", model / "alias")
+    code, lines = _cli(tmp_path)
+    assert code == 1 and any(line.startswith("m/stages.py:") and " OL001 " in line for line in lines)
+    assert not any(" OL900 " in line for line in lines), lines
+
+
 @pytest.mark.parametrize("expression", ["+".join(["1"] * 1000), "a" + ".b" * 1000])
 def test_long_sum_and_attribute_chain_are_valid_python_and_analysed(tmp_path, expression):
     _model(tmp_path, stages_text=HANDOFF + f"\n\ndef helper(a=None):\n    return {expression}\n")

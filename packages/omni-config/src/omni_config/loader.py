@@ -55,7 +55,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConf
 
 
 def load_model(name_or_path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
-    """A registered model name (``--model-path``) or a pipeline file / directory."""
+    """A registered model name (``--model``) or a pipeline file / directory."""
     return load_config(resolve_model_source(name_or_path), overrides)
 
 
@@ -69,7 +69,7 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
     registered = resolve_model(text)
     if registered is not None:
         return registered
-    issue = _unknown_model_issue("model_path", text)
+    issue = _unknown_model_issue("model", text)
     raise ConfigFileError(text, "no such file, and " + issue.rule, issue.fix)
 
 

@@ -76,6 +76,21 @@ def broken_link(path: Path) -> str | None:
     return None
 
 
+def folder_link_loop(here: Path, link: Path) -> str | None:
+    """Why a folder symlink in ``here`` loops (its target is ``here`` or a folder above it), else None.
+
+    The walk never enters linked folders, so such a link cannot hang it; but a tool that does
+    follow links (an import, a packager, ``cp -r``) would recurse forever, so it is reported."""
+    target = os.path.realpath(link)
+    if not os.path.isdir(target):
+        return None
+    inside = os.path.realpath(here)
+    if inside == target or inside.startswith(target.rstrip(os.sep) + os.sep):
+        where = "its own folder" if inside == target else f"{target}, a folder that contains the link"
+        return f"symlink loop: this folder link points at {where}, so following it recurses forever"
+    return None
+
+
 def _not_regular(path: Path) -> str | None:
     """Why a Python or pipeline file is not read (a FIFO would block, a device never ends), else None."""
     try:
@@ -95,7 +110,7 @@ def file_kind(mode: int) -> str:
 def walk_tree(start: Path, excluded: Callable[[Path], bool], problems: dict[Path, str]) -> Iterator[tuple[Path, list[str]]]:
     """``(folder, file names)`` under ``start`` in sorted order, skipping default-excluded and
     ``exclude``d folders; symlinked folders are not entered (so no cycle), and every symlink
-    that loops, and every Python or pipeline file that is not a regular file, is recorded in
+    that loops (a file link chain, or a folder link to its own folder or one above it), and every Python or pipeline file that is not a regular file, is recorded in
     ``problems`` (reported as OL900, never a silent skip). Iterative, one ``scandir`` per folder."""
     pending = [start]
     while pending:
@@ -114,7 +129,7 @@ def walk_tree(start: Path, excluded: Callable[[Path], bool], problems: dict[Path
             except OSError:
                 continue
             if link:
-                reason = broken_link(path)
+                reason = broken_link(path) or folder_link_loop(here, path)
             wanted = entry.name.endswith(".py") or PIPELINE_FILE.match(entry.name)
             if reason is None and wanted and (link or not entry.is_file(follow_symlinks=False)):
                 reason = _not_regular(path)

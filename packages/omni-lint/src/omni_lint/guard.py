@@ -44,6 +44,8 @@ def parse_hazard(source: str) -> tuple[int, int, str] | None:
     """(line, col, reason) of the first construct the parser cannot take safely, else None."""
     if len(source) < 2 * MAX_NESTING:
         return None  # too short to nest 200 brackets or chain 1,500 operators
+    if _cannot_reach_a_limit(source):
+        return None
     depth = 0
     chains = [0]
     budget = 0
@@ -96,3 +98,20 @@ def parse_hazard(source: str) -> tuple[int, int, str] | None:
                 "the module's long operator chains would take the parser minutes; split the expressions"
             )
     return None
+
+
+_OPENERS = "([{"
+_OPERATOR_CHARS = "-+*/%@&|^~.<>"
+
+
+def _cannot_reach_a_limit(source: str) -> bool:
+    """True when counting characters alone proves the source safe (most files; ``str.count`` is C-fast).
+
+    Nesting depth is at most the number of opening brackets, and every chain step is an opening
+    bracket or an operator character, so their count bounds the longest chain, and its square
+    bounds the sum of squared chain lengths. Brackets and operators inside strings only raise the count."""
+    opens = sum(source.count(char) for char in _OPENERS)
+    if opens > MAX_NESTING:
+        return False
+    steps = opens + sum(source.count(char) for char in _OPERATOR_CHARS)
+    return steps <= MAX_CHAIN and steps * steps <= CHAIN_BUDGET

@@ -50,6 +50,8 @@ class Settings:
 
     def excluded(self, path: Path) -> bool:
         """True for a path under a default-excluded folder or matching an ``exclude`` glob."""
+        if not self.exclude:
+            return False  # nothing to match: skip resolving the path (called once per file)
         try:
             resolved = path.resolve()
         except (OSError, RuntimeError):  # a symlink loop: judge the path as written

@@ -95,15 +95,23 @@ _END = _End()
 class FrameStream:
     """One request's frames ``[K]`` (int64, CPU) as the scheduler decodes them.
 
-    Iterating blocks until the next frame; it ends when the request finishes or is cancelled
-    and raises the scheduler's error (a failed prefill, a passed deadline). ``cancel()`` takes
-    the request out of the batch (a caller that stops early must call it; ``AREngine`` does).
+    The scheduler hands frames over in groups: with ``chunking=(first, size)`` a group is a
+    streaming chunk (``first`` frames, then ``size`` each, the rest at the end), so the
+    caller's thread wakes once per chunk instead of once per decode step; without it, every
+    frame as soon as it is decoded. Iterate frames (``for frame in stream``) or the groups
+    (``chunks()``, ``[K, n]`` tensors). Iteration ends when the request finishes or is
+    cancelled and raises the scheduler's error (a failed prefill, a passed deadline).
+    ``cancel()`` takes the request out of the batch (a caller that stops early must call it;
+    ``AREngine`` does).
     """
 
-    def __init__(self, cancelled: Callable[[], bool], deadline: float | None):
+    def __init__(self, cancelled: Callable[[], bool], deadline: float | None, chunking: tuple[int, int] | None = None):
         self._cancelled = cancelled
         self.deadline = deadline
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._target, self._size = chunking or (1, 1)
+        self._held: list[list[int]] = []
+        self._frames: list[list[int]] = []
         self.abandoned = False
         self.done = False
 
@@ -113,26 +121,46 @@ class FrameStream:
     def cancel(self) -> None:
         self.abandoned = True
 
-    def _put(self, item: Any) -> None:
-        self._queue.put(item)
+    def _put(self, frame: list[int]) -> None:
+        """Scheduler thread: hold the frame until its group is complete."""
+        self._held.append(frame)
+        if len(self._held) >= self._target:
+            self._queue.put(self._held)
+            self._held, self._target = [], self._size
 
     def _finish(self, error: BaseException | None = None) -> None:
         if not self.done:
             self.done = True
+            if self._held and error is None:
+                self._queue.put(self._held)
+            self._held = []
             self._queue.put(error if error is not None else _END)
+
+    def _next_group(self) -> list[list[int]] | None:
+        item = self._queue.get()
+        if isinstance(item, _End):
+            self._queue.put(item)  # iterating again stays at the end
+            return None
+        if isinstance(item, BaseException):
+            self._queue.put(_END)
+            raise item
+        return item
+
+    def chunks(self) -> Iterator[torch.Tensor]:
+        """The groups as ``[K, n]`` code tensors, in order."""
+        while (group := self._next_group()) is not None:
+            yield torch.tensor(group).T
 
     def __iter__(self) -> Iterator[torch.Tensor]:
         return self
 
     def __next__(self) -> torch.Tensor:
-        item = self._queue.get()
-        if isinstance(item, _End):
-            self._queue.put(item)  # iterating again stays at the end
-            raise StopIteration
-        if isinstance(item, BaseException):
-            self._queue.put(_END)
-            raise item
-        return torch.tensor(item)
+        if not self._frames:
+            group = self._next_group()
+            if group is None:
+                raise StopIteration
+            self._frames = group[::-1]
+        return torch.tensor(self._frames.pop())
 
 
 @dataclass(eq=False)
@@ -184,12 +212,14 @@ class StepScheduler:
         *,
         cancelled: Callable[[], bool] = lambda: False,
         deadline: float | None = None,
+        chunking: tuple[int, int] | None = None,
     ) -> FrameStream:
         """Queue a request (prompt ``[1, T, dim]``); a request that cannot fit the context is refused
-        here, before any audio streams. ``deadline`` is a ``time.monotonic()`` instant."""
+        here, before any audio streams. ``deadline`` is a ``time.monotonic()`` instant;
+        ``chunking`` groups the frames handed over (``FrameStream``)."""
         self.batch.check_prompt(prompt)
         span = self.batch.reserve(prompt.shape[1], limits)
-        stream = FrameStream(cancelled, deadline)
+        stream = FrameStream(cancelled, deadline, chunking)
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self.name}: the engine's scheduler is closed")

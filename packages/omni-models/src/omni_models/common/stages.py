@@ -53,13 +53,13 @@ def chunk_frames(frames: Iterable[torch.Tensor], first: int, size: int) -> Itera
         yield start, torch.stack(buf, dim=1)
 
 
-def emit_codes(ctx: Any, frames: Iterable[torch.Tensor], *, first: int, size: int, extra: dict[str, Any] | None = None) -> int:
-    """Stream frames to the vocoder as ``{"codes", "start_frame"}`` chunks (``extra`` rides on the
-    first chunk). Returns the number of frames sent."""
+def emit_codes(ctx: Any, chunks: Iterable[torch.Tensor], *, extra: dict[str, Any] | None = None) -> int:
+    """Stream code chunks ``[K, n]`` to the vocoder as ``{"codes", "start_frame"}`` (``extra``
+    rides on the first chunk). Returns the number of frames sent."""
     total = 0
-    for start, codes in chunk_frames(frames, first, size):
-        chunk: dict[str, Any] = {"codes": codes.cpu(), "start_frame": start}
-        if start == 0 and extra:
+    for codes in chunks:
+        chunk: dict[str, Any] = {"codes": codes.cpu(), "start_frame": total}
+        if total == 0 and extra:
             chunk.update(extra)
         ctx.emit(chunk)
         total += codes.shape[1]
@@ -195,18 +195,21 @@ class AREngine:
             return self.params
         return SamplingParams(self.params.temperature if temperature is None else temperature, self.params.top_k if top_k is None else top_k)
 
-    def frames(self, request: Any, cond: torch.Tensor | None, prompt_codes: torch.Tensor | None, ctx: Any) -> FrameStream:
+    def frames(self, request: Any, cond: torch.Tensor | None, prompt_codes: torch.Tensor | None, ctx: Any, *, chunked: bool = False) -> FrameStream:
         with torch.inference_mode():
             prompt = self.model.prompt(request.input_ids, cond, prompt_codes)
         return self.scheduler.submit(
             prompt, request.limits, self.params_for(request), generator_for(self.seed, request.seed, self.model_name),
             cancelled=lambda: is_cancelled(ctx), deadline=getattr(ctx, "deadline", None),
+            chunking=(self.first_chunk_frames, self.chunk_frames) if chunked else None,
         )
 
     def stream(self, ctx: Any, request: Any, cond: torch.Tensor | None, prompt_codes: torch.Tensor | None = None, extra: dict[str, Any] | None = None) -> int:
-        frames = self.frames(request, cond, prompt_codes, ctx)
+        """A small first chunk (``first_chunk_frames``) for a fast first audio packet, then
+        ``chunk_frames`` per chunk; the scheduler groups the frames, so this thread wakes per chunk."""
+        frames = self.frames(request, cond, prompt_codes, ctx, chunked=True)
         try:
-            return emit_codes(ctx, frames, first=self.first_chunk_frames, size=self.chunk_frames, extra=extra)
+            return emit_codes(ctx, frames.chunks(), extra=extra)
         finally:
             frames.cancel()  # a caller that stops early (an emit failed) leaves the batch
 

@@ -124,7 +124,7 @@ def make_row(name: str, processes: int, concurrency: int, length: int, samples: 
         text_chars=length,
         requests=len(samples),
         failed=len(errors),
-        wall_s=round(wall, 4),
+        wall_s=round(wall, 6),
         requests_per_s=round(len(ok) / wall, 4) if wall > 0 else 0.0,
         ttfa_p50_s=percentile(ttfa, 50),
         ttfa_p95_s=percentile(ttfa, 95),
