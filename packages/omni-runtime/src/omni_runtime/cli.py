@@ -23,6 +23,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .cli_args import add_backend_args, backend_kwargs, nonnegative_float, positive_float, positive_int
+from .cli_errors import known_error_exit, known_error_text
 from .output import SUFFIX_FORMATS, output_format, stdout_reserved, write_atomic
 from .selection import DEFAULT_MODEL, Pipeline, UserError, add_pipeline_arguments, load_pipeline
 
@@ -62,10 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except BaseException as exc:  # config, startup, bind and user errors: a message, never a traceback
-        code = _known_error_exit(exc)
+        code = known_error_exit(exc)
         if code is None:
             raise
-        print(_known_error_text(exc), file=sys.stderr)
+        print(known_error_text(exc), file=sys.stderr)
         return code
 
 
@@ -90,17 +92,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="model id clients send in 'model' (repeatable; default: --model, else the pipeline name)",
     )
-    serve.add_argument("--max-input-chars", type=_positive_int, default=4096, help="longest accepted 'input'; longer is a 413 (default: %(default)s)")
+    serve.add_argument("--max-input-chars", type=positive_int, default=4096, help="longest accepted 'input'; longer is a 413 (default: %(default)s)")
     serve.add_argument(
         "--max-inflight",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="requests in flight at most; past it the server answers 429 at once (default: no bound)",
     )
     serve.add_argument(
         "--shutdown-grace",
-        type=_nonnegative_float,
+        type=nonnegative_float,
         default=30.0,
         metavar="SECONDS",
         help="on SIGTERM or Ctrl-C: stop admitting, let in-flight requests finish this long, then fail the rest with 503 (default: %(default)s)",
@@ -152,7 +154,7 @@ def _runtime_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--startup-timeout", type=float, default=120.0, help="seconds every process gets to build its stages (default: %(default)s)")
     parser.add_argument(
         "--request-timeout",
-        type=_positive_float,
+        type=positive_float,
         default=300.0,
         metavar="SECONDS",
         help="deadline of each request; past it the request fails and is cancelled in every stage (default: %(default)s)",
@@ -160,37 +162,6 @@ def _runtime_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level of the server and every worker (default: %(default)s)")
     parser.add_argument("--log-format", default="text", choices=["text", "json"], help="one line per event as text, or as one JSON object (default: %(default)s)")
     add_backend_args(parser)
-
-
-def add_backend_args(parser: argparse.ArgumentParser) -> None:
-    """``--backend local|ray`` and ``--ray-address`` (shared by serve, synthesize, bench and topology)."""
-    parser.add_argument(
-        "--backend",
-        choices=["local", "ray"],
-        default="local",
-        help="local: one OS process per instance on this machine; ray: one Ray actor per instance, "
-        "placed from processes.<P>.ray (needs omni-runtime[ray]) (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--ray-address",
-        metavar="ADDR",
-        default=None,
-        help="Ray cluster to join, as ray.init takes it ('auto', 'HOST:6379'); without it a local Ray is started and stopped with the run",
-    )
-
-
-def backend_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``Runtime`` keyword arguments for the chosen backend; a usage mistake is a :class:`UserError`."""
-    backend = getattr(args, "backend", "local")
-    address = getattr(args, "ray_address", None)
-    if address is not None and backend != "ray":
-        raise UserError(f"error: --ray-address {address}\n  rule: it names a Ray cluster, used only with --backend ray\n  fix:  add --backend ray, or drop --ray-address")
-    if backend == "ray":
-        import importlib.util
-
-        if importlib.util.find_spec("ray") is None:
-            raise UserError("error: --backend ray\n  rule: Ray is not installed in this environment\n  fix:  pip install 'omni-runtime[ray]'")
-    return {"backend": backend, "ray_address": address}
 
 
 def _bench_parser(sub: Any) -> None:
@@ -360,37 +331,6 @@ async def _quiet_shutdown(runtime: Any) -> None:
         print(f"omni: runtime shutdown: {exc}", file=sys.stderr)
 
 
-def _known_error_exit(exc: BaseException) -> int | None:
-    from omni_config import ConfigError, ConfigFileError
-
-    from .errors import RequestFailed, StartupError
-    from .serving.audio import AudioError
-    from .serving.server import BindError
-
-    if isinstance(exc, (ConfigError, ConfigFileError, UserError, BindError)):
-        return int(getattr(exc, "exit_code", 1))
-    if isinstance(exc, (StartupError, RequestFailed, AudioError)):
-        return 2
-    return None
-
-
-def _known_error_text(exc: BaseException) -> str:
-    from omni_config import ConfigError
-
-    from .errors import RequestFailed, StartupError
-    from .serving.audio import AudioError
-
-    if isinstance(exc, ConfigError):
-        return exc.render()
-    if isinstance(exc, StartupError):
-        return "error: " + exc.render()
-    if isinstance(exc, RequestFailed):
-        return f"error: the request failed: {exc}"
-    if isinstance(exc, AudioError):
-        return f"error: the pipeline produced invalid audio: {exc}"
-    return str(exc)
-
-
 def _version() -> str:
     from . import __version__
 
@@ -403,30 +343,6 @@ def _stdout(line: str) -> None:
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _nonnegative_float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
-    return value
-
-
-def _nonnegative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
-    return value
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def _alternative(text: str) -> Alternative:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``omni bench`` options (dotted overrides are split off by the ``omni`` CLI)."""
-    from ..cli import add_backend_args
+    from ..cli_args import add_backend_args
     from ..selection import add_pipeline_arguments
 
     add_pipeline_arguments(parser)  # --model, --config, --weights, --device, --gpus: the words every omni command shares

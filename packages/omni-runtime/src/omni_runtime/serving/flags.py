@@ -11,6 +11,7 @@ import argparse
 import os
 from typing import Any
 
+from ..cli_args import positive_float
 from ..selection import UserError
 
 
@@ -46,9 +47,9 @@ def add_operator_args(serve: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--root-path", default="", metavar="PATH", help="path prefix a reverse proxy serves this server under, e.g. /tts")
     group.add_argument("--max-body-bytes", type=positive_int, default=64 * 1024, help="largest request body; larger is a 413 (default: %(default)s)")
-    group.add_argument("--body-timeout", type=_positive_float, default=10.0, help="seconds a client has to send a whole body (default: %(default)s)")
-    group.add_argument("--header-timeout", type=_positive_float, default=10.0, help="seconds a connection has to send its request headers (default: %(default)s)")
-    group.add_argument("--keep-alive-timeout", type=_positive_float, default=5.0, help="seconds an idle keep-alive connection stays open (default: %(default)s)")
+    group.add_argument("--body-timeout", type=positive_float, default=10.0, help="seconds a client has to send a whole body (default: %(default)s)")
+    group.add_argument("--header-timeout", type=positive_float, default=10.0, help="seconds a connection has to send its request headers (default: %(default)s)")
+    group.add_argument("--keep-alive-timeout", type=positive_float, default=5.0, help="seconds an idle keep-alive connection stays open (default: %(default)s)")
     group.add_argument(
         "--max-connections", type=positive_int, default=None,
         help="open connections at most; at the cap the oldest idle one is closed (default: the file-descriptor limit less a reserve)",
@@ -91,13 +92,3 @@ def _origins(text: str) -> tuple[str, ...]:
         if origin != "*" and not origin.startswith(("http://", "https://")):
             raise argparse.ArgumentTypeError(f"origin {origin!r} must start with http:// or https:// (or be '*')")
     return origins
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
