@@ -40,7 +40,8 @@ pytestmark = [
 def served(tmp_path_factory):
     pids = tmp_path_factory.mktemp("pids")
     before = shm_segments()
-    server = start_server(env={"SERVING_TEST_PID_DIR": str(pids)})
+    # fail-stop vocoder (no restart budget): the killed worker must stay dead for the page to show it
+    server = start_server("--processes.vocoder.restart.max_restarts", "0", env={"SERVING_TEST_PID_DIR": str(pids)})
     try:
         wait_healthy(server.url)
         yield server, pids
