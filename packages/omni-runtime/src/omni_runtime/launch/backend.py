@@ -17,6 +17,14 @@ from abc import ABC, abstractmethod
 from .spec import ExitInfo, WorkerLaunch
 
 
+async def all_exited(exits: list[asyncio.Future], timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for every given exit future; True when all are done."""
+    if not exits:
+        return True
+    _done, not_done = await asyncio.wait(exits, timeout=max(timeout, 0.0))
+    return not not_done
+
+
 class LaunchedWorker(ABC):
     """One started worker as its backend sees it."""
 

@@ -23,6 +23,7 @@ from typing import Any
 from omni_compiler.topology import CompiledTopology
 
 from ..errors import StartupError
+from ..launch.backend import all_exited
 from .placement import ActorRequest, RayPlan, plan
 
 STARTING = "starting"
@@ -248,11 +249,7 @@ class RayLauncher:
         return [w for w in self.workers.values() if not w.exited.done()]
 
     async def wait_exited(self, timeout: float) -> bool:
-        pending = [w.exited for w in self.alive()]
-        if not pending:
-            return True
-        _done, not_done = await asyncio.wait(pending, timeout=max(timeout, 0.0))
-        return not not_done
+        return await all_exited([w.exited for w in self.alive()], timeout)
 
     async def kill_all(self, timeout: float = 5.0) -> None:
         """Kill every actor (a stopped worker's actor too: its process outlives ``serve``) and wait until Ray reports each gone."""

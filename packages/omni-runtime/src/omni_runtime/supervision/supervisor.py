@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from omni_compiler.topology import CompiledTopology
 
 from ..launch import Backend, ExitInfo, LaunchedWorker, WorkerLaunch
+from ..launch.backend import all_exited
 from .policy import RestartBudget, RestartPolicy
 
 log = logging.getLogger("omni.supervisor")
@@ -224,11 +225,7 @@ class Supervisor:
         return [i.worker for i in self.instances.values() if i.worker is not None and not i.worker.exited.done()]
 
     async def wait_exited(self, timeout: float) -> bool:
-        pending = [w.exited for w in self.alive()]
-        if not pending:
-            return True
-        _done, not_done = await asyncio.wait(pending, timeout=max(timeout, 0.0))
-        return not not_done
+        return await all_exited([w.exited for w in self.alive()], timeout)
 
     async def kill_all(self, timeout: float = 5.0) -> None:
         """End every live worker now and wait until each is gone."""
