@@ -24,6 +24,7 @@ from omni_models.common.sampling import SamplingParams
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from omni_models.common.speaker import SpeakerEncoderConfig
 from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder, with_data
+from omni_models.common.voice_cache import reference_speaker
 from omni_models.common.weights import DEFAULT_SEED
 
 from .handoff import MODEL, PreparedRequest, PreprocessingContext, preprocessing_context, put_prepared, register_context, take_prepared
@@ -54,7 +55,7 @@ class Preprocessing:
         data = payload.data
         text = prepare_text_request(data, frame_rate=CODEC.frame_rate, max_chars=MAX_CHARS, max_seconds=MAX_SECONDS)
         ref = reference_audio(data, SPEAKER.sample_rate)
-        speaker = self.speaker_encoder.preset(text.voice_index) if ref is None else self.speaker_encoder(ref.to(self.device))
+        speaker = reference_speaker(data, ref, lambda r: self.speaker_encoder(r.to(self.device)), lambda: self.speaker_encoder.preset(text.voice_index), self.device)
         put_prepared(payload.request_id, PreparedRequest(text, speaker))
         return with_data(payload, {"text": text.text, "num_input_ids": len(text.input_ids)})
 

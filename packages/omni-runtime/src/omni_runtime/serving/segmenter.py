@@ -1,0 +1,110 @@
+"""Cut text that arrives in pieces into segments worth synthesising, as soon as they are complete.
+
+A voice agent's language model streams its answer a few characters at a time; waiting for
+the whole answer would add its full generation time to the first audio. pysbd (rule-based,
+abbreviation- and number-aware) decides where sentences end: every sentence but the last
+one it finds is complete. The last, still growing one is cut early at a clause boundary
+(a comma, semicolon, colon or dash followed by a space) once it holds ``clause_chars``
+characters, and cut at the last space before ``max_segment_chars`` when it has none, so
+neither a long sentence nor text without punctuation holds the audio back. ``flush``
+hands out whatever is left. Concatenating every segment gives back the input exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+_BOUNDARY_CHARS = frozenset(".!?;:,\n\u2014\u2013\u2026\u3002\uff01\uff1f")
+"""Characters after which a cut may become possible: only then is pysbd consulted again."""
+_CLAUSE = re.compile(r"[,;:\u2014\u2013](?=\s)|\s[-\u2013\u2014](?=\s)")
+_SPEAKABLE = re.compile(r"\w")
+
+
+@dataclass(frozen=True)
+class SegmentLimits:
+    clause_chars: int = 60
+    """A growing sentence this long is cut at its last clause boundary."""
+    max_segment_chars: int = 300
+    """No segment is longer: past it the text is cut at the last space (or hard, without one)."""
+    max_pending_chars: int = 4096
+    """Text held back at most (not yet a segment); a delta beyond it is refused."""
+    language: str = "en"
+
+
+@cache
+def _segmenter(language: str) -> Any:
+    import pysbd
+
+    return pysbd.Segmenter(language=language, clean=False, char_span=False)
+
+
+def speakable(text: str) -> bool:
+    """Whether a segment holds anything to say (letters or digits), so whitespace or a lone '...' is not sent to a model."""
+    return bool(_SPEAKABLE.search(text))
+
+
+class TextSegmenter:
+    """Feed deltas, get complete segments back, in order; never loses or reorders a character."""
+
+    def __init__(self, limits: SegmentLimits | None = None) -> None:
+        self.limits = limits or SegmentLimits()
+        self._pending = ""
+
+    @property
+    def pending(self) -> str:
+        return self._pending
+
+    def would_overflow(self, delta: str) -> bool:
+        return len(self._pending) + len(delta) > self.limits.max_pending_chars
+
+    def feed(self, delta: str) -> list[str]:
+        """Add ``delta``; return the segments it completed (often none)."""
+        self._pending += delta
+        if not any(ch in _BOUNDARY_CHARS for ch in delta) and len(self._pending) <= self.limits.max_segment_chars:
+            return []
+        return self._cut()
+
+    def flush(self) -> list[str]:
+        """Every held-back character as segments (each at most ``max_segment_chars``)."""
+        out = self._cut()
+        while self._pending:
+            head = self._split_long(self._pending) if len(self._pending) > self.limits.max_segment_chars else self._pending
+            out.append(head)
+            self._pending = self._pending[len(head):]
+        return out
+
+    def reset(self) -> str:
+        """Drop held-back text (barge-in); returns what was dropped."""
+        dropped, self._pending = self._pending, ""
+        return dropped
+
+    def _cut(self) -> list[str]:
+        sentences = [s for s in _segmenter(self.limits.language).segment(self._pending) if s]
+        if "".join(sentences) != self._pending:  # pysbd normalised something: fall back to no sentence cut
+            sentences = [self._pending]
+        out = sentences[:-1]
+        last = sentences[-1] if sentences else ""
+        while len(last) > self.limits.max_segment_chars:
+            head = self._split_long(last)
+            out.append(head)
+            last = last[len(head):]
+        if len(last) >= self.limits.clause_chars:
+            clauses = [m.end() for m in _CLAUSE.finditer(last)]
+            if clauses:
+                cut = clauses[-1]
+                while cut < len(last) and last[cut].isspace():
+                    cut += 1
+                if cut < len(last):
+                    out.append(last[:cut])
+                    last = last[cut:]
+        self._pending = last
+        return out
+
+    def _split_long(self, text: str) -> str:
+        limit = self.limits.max_segment_chars
+        clauses = [m.end() for m in _CLAUSE.finditer(text, 0, limit)]
+        cut = clauses[-1] if clauses else text.rfind(" ", 0, limit) + 1
+        return text[: cut if cut > 0 else limit]
