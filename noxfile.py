@@ -166,6 +166,7 @@ def browser(session: nox.Session) -> None:
         session.run("apt-get", "update", "-qq", external=True)
         session.run("apt-get", "install", "-y", "-qq", "chromium", "chromium-driver", external=True, env={"DEBIAN_FRONTEND": "noninteractive"})
     _install(session, "omni-runtime")
+    _install(session, "omni-models", extras="")  # the voice page test serves Qwen3-TTS (a model that clones voices)
     session.install(*CONSTRAINTS, "selenium>=4.20")
     session.env["OMNI_REQUIRE_BROWSER"] = "1"  # here a missing browser fails the session instead of skipping
     _pytest(session, "packages/omni-runtime/browser_tests")
