@@ -63,13 +63,14 @@ def test_voices_are_computed_once_keyed_by_content_and_survive_a_restart(voices_
         alice = upload(server.url, "alice", a_flac)
         assert alice.status_code == 201, alice.text
         assert computed(server) == 1
-        bob = upload(server.url, "bob", a_wav, "ref.wav")  # the same PCM in another container, under another name
-        assert bob.status_code == 201 and bob.json()["sha256"] == alice.json()["sha256"]
+        # the same PCM in another container, under another name, through the openai client's own method
+        bob = client.audio.voices.create(audio_sample=("ref.wav", a_wav), consent="not-checked-by-omni", name="bob")
+        assert bob.object == "audio.voice" and bob.type == "audio_sample" and bob.model_extra["sha256"] == alice.json()["sha256"]
         assert computed(server) == 1 and metric(server, "omni_voice_artefacts_total", outcome="reused") == 1
         assert upload(server.url, "bob", b_flac).status_code == 409
         listed = httpx.get(f"{server.url}/v1/audio/voices").json()["data"]
         assert {"alice", "bob", "alloy"} <= {v["name"] for v in listed}
-        assert {v["type"] for v in listed} == {"builtin", "uploaded"}
+        assert {v["type"] for v in listed} == {"builtin", "audio_sample"}
 
         as_alice, as_bob = speak(client, "alice"), speak(client, "bob")
         assert as_alice == as_bob and as_alice != speak(client)  # the cloned speaker, not the default one
@@ -77,7 +78,7 @@ def test_voices_are_computed_once_keyed_by_content_and_survive_a_restart(voices_
         assert inline == as_alice and computed(server) == 1
 
         alice_id = alice.json()["id"]
-        assert httpx.delete(f"{server.url}/v1/audio/voices/{alice_id}").json()["deleted"] is True
+        assert client.audio.voices.delete(alice_id).deleted is True
         assert httpx.get(f"{server.url}/v1/audio/voices/{alice_id}").status_code == 404
         again = upload(server.url, "alice", b_flac)  # the name again, for other audio
         assert again.status_code == 201
@@ -98,12 +99,12 @@ def test_voices_are_computed_once_keyed_by_content_and_survive_a_restart(voices_
     finally:
         assert_clean_exit(server, before)
 
-    keys = {bob.json()["sha256"], httpx_card["sha256"]}
+    keys = {alice.json()["sha256"], httpx_card["sha256"]}
     assert sorted(p.name for p in voices_dir.iterdir()) == sorted(["voices.json", *(f"{k}.safetensors" for k in keys)])  # no temp files left
     restarted = serve(voices_dir)
     try:
         client = openai.OpenAI(base_url=f"{restarted.url}/v1", api_key="unused", max_retries=0, timeout=120)
-        assert {v["name"] for v in httpx.get(f"{restarted.url}/v1/audio/voices?model={MODEL}").json()["data"] if v["type"] == "uploaded"} == {"alice", "bob"}
+        assert {v["name"] for v in httpx.get(f"{restarted.url}/v1/audio/voices?model={MODEL}").json()["data"] if v["type"] == "audio_sample"} == {"alice", "bob"}
         assert speak(client, "bob") == as_bob and speak(client, "alice") == new_alice
         assert computed(restarted) == 0  # read back from --voices-dir, nothing recomputed
     finally:

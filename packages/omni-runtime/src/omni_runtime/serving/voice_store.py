@@ -72,7 +72,7 @@ class VoiceRecord:
     def card(self) -> dict[str, Any]:
         """What ``GET /v1/audio/voices/{id}`` answers."""
         return {
-            "id": self.id, "object": "voice", "name": self.name, "model": self.model, "type": "uploaded",
+            "id": self.id, "object": "audio.voice", "name": self.name, "model": self.model, "type": "audio_sample",
             "sha256": self.key, "ref_text": self.ref_text, "duration_seconds": round(self.seconds, 3),
             "sample_rate": self.sample_rate, "created_at": self.created,
         }

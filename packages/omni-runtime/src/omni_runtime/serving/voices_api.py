@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import logging
 import tempfile
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -94,7 +95,7 @@ class VoiceResolver:
         return dataclasses.replace(speech, voice=None, extra=extra)
 
     async def upload(self, request: Request) -> JSONResponse:
-        form = await _form(request, self.max_upload_bytes)
+        form = await _form(request, self.max_upload_bytes, max(60.0, float(self.settings.body_timeout)))
         model = str(form.get("model") or self.settings.models[0])
         if model not in self.settings.models:
             raise APIError(404, f"The model {model!r} does not exist on this server", param="model", code="model_not_found")
@@ -102,9 +103,10 @@ class VoiceResolver:
         ref_text = str(form.get("ref_text") or "")
         if len(ref_text) > MAX_REF_TEXT_CHARS:
             raise bad_request(f"ref_text is {len(ref_text)} characters; at most {MAX_REF_TEXT_CHARS}", param="ref_text", code="string_above_max_length")
-        upload = form.get("file")
+        upload = form.get("file") or form.get("audio_sample")  # audio_sample: the openai client's client.audio.voices.create
         if upload is None or not hasattr(upload, "read"):
-            raise bad_request("file is required: the reference recording as a multipart file field", param="file", code="missing_required_parameter")
+            raise bad_request("file is required: the reference recording as a multipart file field (or audio_sample)", param="file",
+                              code="missing_required_parameter")
         data = await upload.read(self.max_upload_bytes + 1)
         if len(data) > self.max_upload_bytes:
             raise APIError(413, f"file is over {self.max_upload_bytes} bytes; send a shorter recording", param="file", code="file_too_large")
@@ -160,19 +162,37 @@ def _audio_fields(audio: DecodedAudio) -> dict[str, Any]:
     return {"ref_audio": torch.from_numpy(audio.samples.copy()), "ref_sample_rate": audio.sample_rate}
 
 
-async def _form(request: Request, limit: int) -> Any:
+async def _form(request: Request, limit: int, timeout: float) -> Any:
+    """The multipart form, its whole body bounded by ``limit`` (+ 64 KiB for the fields) and ``timeout``, declared length or not."""
+    from starlette.formparsers import MultiPartException, MultiPartParser
+
+    bound = limit + 64 * 1024
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit + 64 * 1024:
-        raise APIError(413, f"request body is {declared} bytes; voice uploads are limited to {limit} bytes", param="file",
-                       code="request_too_large", headers={"Connection": "close"})
+    if declared is not None and declared.isdigit() and int(declared) > bound:
+        raise _too_large(limit)
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise bad_request("send the voice as multipart/form-data with fields file, name and ref_text", code="invalid_content_type")
+
+    async def bounded() -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > bound:
+                raise _too_large(limit)
+            yield chunk
+
+    parser = MultiPartParser(request.headers, bounded(), max_files=1, max_fields=8, max_part_size=64 * 1024)
     try:
-        return await request.form(max_files=1, max_fields=8, max_part_size=limit + 1)
-    except APIError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - starlette's parser raises several types for a malformed body
+        return await asyncio.wait_for(parser.parse(), timeout)
+    except asyncio.TimeoutError:
+        raise APIError(408, f"the upload did not arrive within {timeout:g} s", code="request_timeout", headers={"Connection": "close"}) from None
+    except MultiPartException as exc:
         raise bad_request(f"the multipart body could not be read: {exc}", code="invalid_multipart") from None
+
+
+def _too_large(limit: int) -> APIError:
+    return APIError(413, f"voice uploads are limited to {limit} bytes; send a shorter recording", param="file",
+                    code="request_too_large", headers={"Connection": "close"})
 
 
 def install_voice_routes(app: FastAPI, resolver: VoiceResolver, metrics: Any) -> None:
@@ -204,4 +224,4 @@ def install_voice_routes(app: FastAPI, resolver: VoiceResolver, metrics: Any) ->
             metrics.count(VOICES + "/{id}", 404)
             raise APIError(404, f"no uploaded voice with id {voice_id!r} (GET {VOICES} lists them)", param="voice_id", code="voice_not_found")
         metrics.count(VOICES + "/{id}", 200)
-        return JSONResponse({"id": record.id, "object": "voice.deleted", "deleted": True})
+        return JSONResponse({"id": record.id, "object": "audio.voice.deleted", "deleted": True})
