@@ -157,6 +157,14 @@ def bench_models(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_voice(session: nox.Session) -> None:
+    """Time to first audio on the WebSocket stream vs streamed HTTP, and barge-in, for espeak and Qwen3-TTS."""
+    _install(session, "omni-models", extras="")
+    _install(session, "omni-runtime")
+    session.run("python", "benchmarks/voice_stream_bench.py", *session.posargs)
+
+
+@nox.session
 def browser(session: nox.Session) -> None:
     """omni serve's topology page in Debian's headless Chromium (apt: chromium, chromium-driver; .ci/run installs them)."""
     import os

@@ -88,6 +88,7 @@ class _Response:
     id: str
     started: float
     queued: int = 0
+    failed: int = 0
     first_audio: float | None = None
 
 
@@ -293,7 +294,8 @@ class StreamSession:
             if isinstance(item, _End):
                 self.synthesising = None
                 await self.send({"type": "response.done", "response_id": item.response.id, "status": "completed",
-                                 "segments": item.response.queued, "first_audio_seconds": _elapsed(item.response)})
+                                 "segments": item.response.queued, "failed_segments": item.response.failed,
+                                 "first_audio_seconds": _elapsed(item.response)})
                 continue
             self.synthesising = item.response
             self.current = asyncio.ensure_future(self._segment(item))
@@ -308,12 +310,11 @@ class StreamSession:
         try:
             speech = await self.voices.resolve(dataclasses.replace(self.speech, text=item.text.strip()))
             handle = await self.runtime.submit(speech.entry_data())
-        except APIError as exc:
-            await self.error(exc, **where)
-            return
-        except (RequestFailed, RuntimeFailure) as exc:
-            await self.error(runtime_error(exc) if isinstance(exc, RequestFailed) else _unavailable(), **where)
+        except (APIError, RequestFailed, RuntimeFailure) as exc:
+            failure = exc if isinstance(exc, APIError) else runtime_error(exc) if isinstance(exc, RequestFailed) else _unavailable()
+            response.failed += 1
             self.stream_metrics.segments.labels(model=model, outcome="failed").inc()
+            await self.error(failure, **where)
             return
         seconds = 0.0
         outcome = "failed"
@@ -352,6 +353,7 @@ class StreamSession:
             await cancel_quietly(handle)
             await self.error(APIError(500, f"the pipeline produced invalid audio: {exc}", type="server_error", code="invalid_stage_output"), **where)
         finally:
+            response.failed += outcome == "failed"
             self.stream_metrics.segments.labels(model=model, outcome=outcome).inc()
 
     async def _audio(self, item: _Segment, data: bytes) -> None:
