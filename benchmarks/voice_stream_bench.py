@@ -62,13 +62,13 @@ async def http_first_audio(url: str, model: str) -> float:
         started = time.perf_counter()
         async with client.stream("POST", f"{url}/v1/audio/speech", json={"model": model, "input": FIRST_SEGMENT, "response_format": "pcm",
                                                                           "stream": True}) as response:
+            first = None
             async for chunk in response.aiter_bytes():
-                if chunk:
+                if chunk and first is None:
                     first = time.perf_counter() - started
-                    async for _ in response.aiter_bytes():
-                        pass
-                    return first
-    raise RuntimeError("no audio")
+    if first is None:
+        raise RuntimeError("no audio")
+    return first
 
 
 async def ws_answer(ws: websockets.ClientConnection, text: str, words_per_s: float | None) -> float:

@@ -5,7 +5,8 @@ the whole answer would add its full generation time to the first audio. pysbd (r
 abbreviation- and number-aware) decides where sentences end: every sentence but the last
 one it finds is complete. The last, still growing one is cut early at a clause boundary
 (a comma, semicolon, colon or dash followed by a space) once it holds ``clause_chars``
-characters, and cut at the last space before ``max_segment_chars`` when it has none, so
+characters (``first_clause_chars`` for an answer's first segment, so its audio starts
+early), and cut at the last space before ``max_segment_chars`` when it has none, so
 neither a long sentence nor text without punctuation holds the audio back. ``flush``
 hands out whatever is left. Concatenating every segment gives back the input exactly.
 """
@@ -27,6 +28,8 @@ _SPEAKABLE = re.compile(r"\w")
 class SegmentLimits:
     clause_chars: int = 60
     """A growing sentence this long is cut at its last clause boundary."""
+    first_clause_chars: int = 20
+    """The same for an answer's first segment: shorter, so the first audio starts sooner."""
     max_segment_chars: int = 300
     """No segment is longer: past it the text is cut at the last space (or hard, without one)."""
     max_pending_chars: int = 4096
@@ -52,6 +55,8 @@ class TextSegmenter:
     def __init__(self, limits: SegmentLimits | None = None) -> None:
         self.limits = limits or SegmentLimits()
         self._pending = ""
+        self._first = True
+        """No segment has been handed out since the last flush or reset (the answer's first is still to come)."""
 
     @property
     def pending(self) -> str:
@@ -74,11 +79,13 @@ class TextSegmenter:
             head = self._split_long(self._pending) if len(self._pending) > self.limits.max_segment_chars else self._pending
             out.append(head)
             self._pending = self._pending[len(head):]
+        self._first = True
         return out
 
     def reset(self) -> str:
         """Drop held-back text (barge-in); returns what was dropped."""
         dropped, self._pending = self._pending, ""
+        self._first = True
         return dropped
 
     def _cut(self) -> list[str]:
@@ -91,7 +98,7 @@ class TextSegmenter:
             head = self._split_long(last)
             out.append(head)
             last = last[len(head):]
-        if len(last) >= self.limits.clause_chars:
+        if len(last) >= (self.limits.first_clause_chars if self._first and not out else self.limits.clause_chars):
             clauses = [m.end() for m in _CLAUSE.finditer(last)]
             if clauses:
                 cut = clauses[-1]
@@ -101,6 +108,7 @@ class TextSegmenter:
                     out.append(last[:cut])
                     last = last[cut:]
         self._pending = last
+        self._first = self._first and not out
         return out
 
     def _split_long(self, text: str) -> str:
