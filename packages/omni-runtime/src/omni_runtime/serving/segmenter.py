@@ -22,6 +22,7 @@ _BOUNDARY_CHARS = frozenset(".!?;:,\n\u2014\u2013\u2026\u3002\uff01\uff1f")
 """Characters after which a cut may become possible: only then is pysbd consulted again."""
 _CLAUSE = re.compile(r"[,;:\u2014\u2013](?=\s)|\s[-\u2013\u2014](?=\s)")
 _SPEAKABLE = re.compile(r"\w")
+_TERMINAL = re.compile(r"[.!?\u2026\u3002\uff01\uff1f][\"')\]\u201d\u2019]*\s+$")
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ class TextSegmenter:
 
     def feed(self, delta: str) -> list[str]:
         """Add ``delta``; return the segments it completed (often none)."""
+        window = self._pending[-1:] + delta  # a boundary just before the delta's first space counts too
         self._pending += delta
-        if not any(ch in _BOUNDARY_CHARS for ch in delta) and len(self._pending) <= self.limits.max_segment_chars:
+        if not any(ch in _BOUNDARY_CHARS for ch in window) and len(self._pending) <= self.limits.max_segment_chars:
             return []
         return self._cut()
 
@@ -94,6 +96,9 @@ class TextSegmenter:
             sentences = [self._pending]
         out = sentences[:-1]
         last = sentences[-1] if sentences else ""
+        if self._complete(last):
+            out.append(last)
+            last = ""
         while len(last) > self.limits.max_segment_chars:
             head = self._split_long(last)
             out.append(head)
@@ -104,12 +109,19 @@ class TextSegmenter:
                 cut = clauses[-1]
                 while cut < len(last) and last[cut].isspace():
                     cut += 1
-                if cut < len(last):
-                    out.append(last[:cut])
-                    last = last[cut:]
+                out.append(last[:cut])
+                last = last[cut:]
         self._pending = last
         self._first = self._first and not out
         return out
+
+    def _complete(self, sentence: str) -> bool:
+        """A last sentence that ends in terminal punctuation and a space is complete unless pysbd would join
+        the next word to it (an abbreviation such as "Dr. "): asked with a probe word after it."""
+        if not sentence[-1:].isspace() or not _TERMINAL.search(sentence):
+            return False
+        probe = [s for s in _segmenter(self.limits.language).segment(sentence + "Next") if s]
+        return len(probe) >= 2 and probe[-1] == "Next"
 
     def _split_long(self, text: str) -> str:
         limit = self.limits.max_segment_chars
