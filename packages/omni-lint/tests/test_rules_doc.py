@@ -4,6 +4,7 @@ written to disk and linted here, so the page says what omni-lint does (Fixit's V
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ def _examples() -> dict[tuple[str, str], dict[str, str]]:
     text = DOC.read_text(encoding="utf-8")
     found: dict[tuple[str, str], dict[str, str]] = {}
     marks = list(MARKER.finditer(text))
-    for mark, following in zip(marks, marks[1:]):
+    for mark, following in pairwise(marks):
         if mark.group(1) is None:
             continue
         body = text[mark.end() : following.start()]

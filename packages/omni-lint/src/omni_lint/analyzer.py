@@ -45,6 +45,7 @@ class Analyzer:
         self._returns: dict[FuncKey, StateKey | None] = {}
         self._returns_busy: set[FuncKey] = set()
         self._effects: dict[FuncKey, frozenset[str]] = {}
+        self._mutable: dict[ClassKey, frozenset[str]] = {}
         self._self_aliases: dict[ClassKey, dict[str, StateKey]] = {}
         self._param_effects: dict[ParamKey, frozenset[str]] = {}
         self._param_verbs: dict[ParamKey, frozenset[str]] = {}
@@ -314,11 +315,40 @@ class Analyzer:
             return self._effects[key]
         self._effects[key] = frozenset()  # recursion guard
         facts = self.facts(key)
-        kinds = {"write" if access.kind == "rebind" else access.kind for access in facts.accesses if isinstance(access.key, SelfKey)}
+        func = self.project.function(key)
+        mutable = self._mutable_attributes(func.cls) if func is not None and func.cls is not None else None
+        kinds = {
+            "write" if access.kind == "rebind" else access.kind
+            for access in facts.accesses
+            if isinstance(access.key, SelfKey) and (mutable is None or access.key.attr in mutable)
+        }
         for callee in facts.self_calls:
             kinds |= self.method_effect(callee)
         self._effects[key] = frozenset(kinds)
         return self._effects[key]
+
+    def _mutable_attributes(self, cls: ClassKey) -> frozenset[str]:
+        """Attributes of ``self`` that some method of the class changes after construction.
+
+        The rest (a folder, a size limit, set once in ``__init__``) is configuration: reading it
+        says nothing about what another stage stored, so a get-or-compute method that also reads
+        its configuration stays a cache read, while a ``take`` that pops a stored item stays a
+        consuming read of a registry."""
+        cached = self._mutable.get(cls)
+        if cached is not None:
+            return cached
+        self._mutable[cls] = frozenset()  # recursion guard
+        names: set[str] = set()
+        for method in self.project.effective_methods(cls):
+            func = self.project.function(method)
+            constructor = func is not None and func.node.name.value == "__init__"
+            for access in self.facts(method).accesses:
+                if not isinstance(access.key, SelfKey):
+                    continue
+                if access.kind in ("write", "fill", "cache", "gfill") or (access.kind == "rebind" and not constructor):
+                    names.add(access.key.attr)
+        self._mutable[cls] = frozenset(names)
+        return self._mutable[cls]
 
     def call_effect(self, key: AccessKey, verb: str, reaches: set) -> tuple[str, ...]:
         if isinstance(key, (SelfKey, ParamKey)):

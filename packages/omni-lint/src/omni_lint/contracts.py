@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .bindings import assign_pairs, block_statements
 from .findings import Finding, Severity
 from .pipeline import DeclaredEdge, PipelineView, StageView
 from .project import FuncSym, Project
 from .pyeval import Evaluator, Frame, Record, Unknown
-from .bindings import assign_pairs, block_statements
 from .scan import ClassKey, ModuleInfo, dotted_name
 
 
