@@ -5,7 +5,7 @@ contender speaks the same answer and is timed from its first byte of text to its
 first byte of audio:
 
 * **HTTP stream**: ``POST /v1/audio/speech`` with ``stream: true`` and the answer's first
-  segment as ``input`` (what a client that segments by itself would send first);
+  segment as ``input`` (the same text the stream synthesises first: equal work);
 * **WS, all at once**: the whole answer in 3-character deltas sent back to back;
 * **WS, paced**: the answer word by word at 30 words per second (a language model's pace):
   the first audio waits for the first clause or sentence to be complete;
@@ -33,7 +33,8 @@ import websockets
 ROOT = Path(__file__).resolve().parents[1]
 ANSWER = ("Sure, the meeting is at three, in the small room on the second floor. "
           "Bring the slides from last week, and the numbers for the third quarter.")
-FIRST_SEGMENT = "Sure, the meeting is at three, in the small room on the second floor."
+FIRST_SEGMENT = "Sure, the meeting is at three,"
+"""What the stream's segmenter hands out first for ANSWER: the HTTP contender synthesises exactly this (equal work)."""
 LONG = " ".join(f"This is sentence {n} of a long answer that the user interrupts." for n in range(20))
 
 
@@ -157,7 +158,7 @@ def main() -> None:
     rows = [(model, asyncio.run(measure(model, args.device, args.runs))) for model in args.models]
     ms = lambda pair: f"{1000 * pair[0]:7.0f} / {1000 * pair[1]:4.0f}"  # noqa: E731
     print(f"\ntime to first audio, ms (median / p90 over {args.runs} answers, device {args.device})\n")
-    print("| model | HTTP stream, first sentence | WS, text all at once | ratio WS/HTTP | WS, 30 words/s | barge-in -> next audio |")
+    print("| model | HTTP stream, first segment | WS, text all at once | ratio WS/HTTP | WS, 30 words/s | barge-in -> next audio |")
     print("|---|---|---|---|---|---|")
     for model, r in rows:
         print(f"| {model} | {ms(r['http'])} | {ms(r['ws'])} | {r['ws'][0] / r['http'][0]:.2f} | {ms(r['paced'])} | {ms(r['barge'])} |")
