@@ -88,6 +88,14 @@ def test_voices_are_computed_once_keyed_by_content_and_survive_a_restart(voices_
         assert new_alice != as_alice  # never the old speaker
         assert new_alice == speak(client, ref_audio=base64.b64encode(b_flac).decode())
 
+        # a batch: submitted together, batched by the engine; per-request seeds keep every item equal to its single request
+        items = [{"input": "Cloned voices are keyed by content.", "voice": "bob"}, {"input": "Cloned voices are keyed by content."},
+                 {"input": "Unknown voice.", "voice": "nobody"}]
+        batch = httpx.post(f"{server.url}/v1/audio/speech/batch", json={"items": items, "response_format": "pcm", "seed": 7}, timeout=300)
+        data = batch.json()["data"]
+        assert base64.b64decode(data[0]["audio"]) == as_bob and base64.b64decode(data[1]["audio"]) == speak(client)
+        assert data[2]["error"]["param"] == "voice"
+
         with connect(server, key=None) as ws:  # the WebSocket resolves uploaded voices the same way
             send(ws, "session.update", session={"voice": "bob", "response_format": "pcm"})
             assert receive(ws)["session"]["voice"] == "bob"

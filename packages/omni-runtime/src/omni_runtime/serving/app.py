@@ -40,7 +40,7 @@ _SPEECH_SCHEMA: dict[str, Any] = {
         "instructions": {"type": "string", "description": "a style prompt, for models that take one (others ignore it)"},
         "seed": {"type": "integer", "minimum": 0},
         "max_new_tokens": {"type": "integer", "minimum": 1, "maximum": 1000000},
-        "ref_audio": {"type": "string", "description": "base64 WAV of a voice to clone (models that clone voices)"},
+        "ref_audio": {"type": "string", "description": "base64 audio (any format ffmpeg reads) of a voice to clone (models that clone voices)"},
     },
     "additionalProperties": True,
 }
