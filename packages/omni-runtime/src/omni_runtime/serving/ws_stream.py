@@ -13,7 +13,7 @@ client -> server
 server -> client
     ``session.updated``, ``response.created`` {response_id},
     ``audio.delta`` {response_id, segment, audio (base64)}, ``segment.done`` {response_id, segment, text, audio_seconds},
-    ``response.done`` {response_id, status: completed | cancelled, segments, first_audio_seconds},
+    ``response.done`` {response_id, status: completed | cancelled | failed, segments, failed_segments, first_audio_seconds},
     ``error`` {error: OpenAI's envelope, response_id?, segment?}, ``session.done``
 
 Segments (:mod:`.segmenter`) are synthesised in order, one runtime request each, one at a
@@ -277,6 +277,17 @@ class StreamSession:
             await self.send({"type": "response.done", "response_id": response.id, "status": "cancelled", "segments": response.queued,
                              "first_audio_seconds": _elapsed(response)})
 
+    async def _abandon(self, response: _Response) -> None:
+        """Drop the rest of ``response`` (nothing can synthesise it now) and answer ``response.done`` ``failed``."""
+        self.cancelled.add(response.id)
+        if self.response is response:
+            self.segmenter.reset()
+            self.response = None
+        self.queue = deque(i for i in self.queue if isinstance(i, _Close) or i.response is not response)
+        self.synthesising = None
+        await self.send({"type": "response.done", "response_id": response.id, "status": "failed", "segments": response.queued,
+                         "failed_segments": response.failed, "first_audio_seconds": _elapsed(response)})
+
     # --- synthesis -----------------------------------------------------------------------------------
 
     async def _synthesise(self) -> None:
@@ -315,6 +326,8 @@ class StreamSession:
             response.failed += 1
             self.stream_metrics.segments.labels(model=model, outcome="failed").inc()
             await self.error(failure, **where)
+            if failure.status == 503:  # the server is draining or the pipeline is down: the rest of the answer fails as one
+                await self._abandon(response)
             return
         seconds = 0.0
         outcome = "failed"
