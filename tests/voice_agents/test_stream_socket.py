@@ -54,6 +54,9 @@ def test_three_utterances_on_one_socket_are_segmented_and_equal_the_http_audio(e
             for segment in segments:
                 assert same_speech(audio[segment["segment"]], http_pcm(espeak_server, segment["text"].strip(), voice="alloy"))
         assert len([m for m in messages if m["type"] == "segment.done"]) == 1
+        send(ws, "session.update", session={"speed": 2.0})  # changes only what it names
+        session = receive(ws)["session"]
+        assert (session["speed"], session["voice"], session["response_format"], session["model"]) == (2.0, "alloy", "pcm", "omni/espeak")
         send(ws, "session.close")
         assert receive(ws)["type"] == "session.done"
 

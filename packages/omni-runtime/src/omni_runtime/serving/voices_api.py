@@ -72,8 +72,9 @@ class VoiceResolver:
         extra = dict(speech.extra)
         raw = extra.pop("ref_audio", None)
         if raw is not None:
-            audio = decode_audio(raw, self.max_seconds, param="ref_audio")
-            key = audio.content_key(speech.model)
+            loop = asyncio.get_running_loop()  # decoding and hashing up to 30 s of audio stays off the event loop
+            audio = await loop.run_in_executor(None, decode_audio, raw, self.max_seconds, "ref_audio")
+            key = await loop.run_in_executor(None, audio.content_key, speech.model)
             extra.update(self._payload_keys(key))
             if self.store.has_artefacts(key):
                 self.artefacts.labels(model=speech.model, outcome="reused").inc()
@@ -110,8 +111,9 @@ class VoiceResolver:
         data = await upload.read(self.max_upload_bytes + 1)
         if len(data) > self.max_upload_bytes:
             raise APIError(413, f"file is over {self.max_upload_bytes} bytes; send a shorter recording", param="file", code="file_too_large")
-        audio = await asyncio.get_running_loop().run_in_executor(None, decode_audio, data, self.max_seconds, "file")
-        key = audio.content_key(model)
+        loop = asyncio.get_running_loop()
+        audio = await loop.run_in_executor(None, decode_audio, data, self.max_seconds, "file")
+        key = await loop.run_in_executor(None, audio.content_key, model)
         if self.store.find(model, name) is not None:
             raise APIError(409, f"model {model!r} already has a voice named {name!r}; delete it first or pick another name", param="name", code="voice_exists")
         lock = self._locks.setdefault(key, asyncio.Lock())

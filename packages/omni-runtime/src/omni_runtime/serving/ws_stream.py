@@ -121,6 +121,8 @@ class StreamSession:
         self.voices = app_state.voices
         self.limits, self.stream_metrics = limits, stream_metrics
         self.speech = SpeechRequest(self.settings.models[0], "", None, "pcm", 1.0, True, "audio")
+        self.session_fields: dict[str, Any] = {}
+        """Every field the client set so far: each session.update changes only the fields it names."""
         self.sample_rate: int | None = None
         self.segmenter = TextSegmenter(limits.segments)
         self.queue: deque[_Segment | _End | _Close] = deque()
@@ -129,7 +131,8 @@ class StreamSession:
         """The response that is receiving text."""
         self.synthesising: _Response | None = None
         self.current: asyncio.Task[None] | None = None
-        self.cancelled: set[str] = set()
+        self.cancelled: deque[str] = deque(maxlen=64)
+        """Recently cancelled responses (their queued items are gone; this only guards the item being taken)."""
         self.next_index = 0
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -202,16 +205,16 @@ class StreamSession:
                            code="response_in_progress")
         if not isinstance(session, dict):
             raise _client_error("session.update needs a 'session' object", "invalid_value", "session")
-        fields = {k: v for k, v in session.items() if k not in _SESSION_ONLY}
+        fields = {**self.session_fields, **{k: v for k, v in session.items() if k not in _SESSION_ONLY}}
         fields.setdefault("response_format", self.speech.response_format)
         speech = parse_speech({**fields, "input": "-"}, self.settings.models, self.settings.limits)
-        rate = session.get("sample_rate")
+        rate = session.get("sample_rate", self.sample_rate)
         if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int) or not MIN_RATE <= rate <= MAX_RATE):
             raise _client_error(f"session.sample_rate {rate!r} must be an integer from {MIN_RATE} to {MAX_RATE} (Hz)", "invalid_value", "sample_rate")
         if speech.voice is not None and "ref_audio" not in speech.extra:
             await self.voices.resolve(speech)  # an uploaded voice must exist now, not fail every segment later
         self.speech = dataclasses.replace(speech, stream=True, stream_format="audio")
-        self.sample_rate = rate
+        self.session_fields, self.sample_rate = fields, rate
         await self.send({"type": "session.updated", "session": self._session_view()})
 
     def _session_view(self) -> dict[str, Any]:
@@ -264,7 +267,7 @@ class StreamSession:
         targets.update({i.response.id: i.response for i in self.queue if isinstance(i, (_Segment, _End))})
         if not targets:
             raise _client_error("no response is in progress to cancel", "response_not_found")
-        self.cancelled.update(targets)
+        self.cancelled.extend(targets)
         self.segmenter.reset()
         self.response = self.synthesising = None
         self.queue = deque(i for i in self.queue if isinstance(i, _Close) or i.response.id not in targets)
@@ -279,7 +282,7 @@ class StreamSession:
 
     async def _abandon(self, response: _Response) -> None:
         """Drop the rest of ``response`` (nothing can synthesise it now) and answer ``response.done`` ``failed``."""
-        self.cancelled.add(response.id)
+        self.cancelled.append(response.id)
         if self.response is response:
             self.segmenter.reset()
             self.response = None
