@@ -16,8 +16,9 @@ server -> client
     ``response.done`` {response_id, status: completed | cancelled | failed, segments, failed_segments, first_audio_seconds},
     ``error`` {error: OpenAI's envelope, response_id?, segment?}, ``session.done``
 
-Segments (:mod:`.segmenter`) are synthesised in order, one runtime request each, one at a
-time per socket: a model's engine never sees text appended to a running request (no model
+Segments (:mod:`.segmenter`) are synthesised in order, one runtime request each; the next
+segment of an answer is submitted once the current one has audio, so it is ready when the
+current one ends. A model's engine never sees text appended to a running request (no model
 here can extend one), so each segment is a request of its own. Flow control is the
 socket's: sending waits while the client's TCP window and the transport's write buffer are
 full, so the runtime's per-request credits stop the pipeline; nothing is buffered without
@@ -131,6 +132,8 @@ class StreamSession:
         """The response that is receiving text."""
         self.synthesising: _Response | None = None
         self.current: asyncio.Task[None] | None = None
+        self.prefetched: tuple[_Segment, asyncio.Task[tuple[Any, SpeechRequest]]] | None = None
+        """The next segment, submitted while the current one streams."""
         self.cancelled: deque[str] = deque(maxlen=64)
         """Recently cancelled responses (their queued items are gone; this only guards the item being taken)."""
         self.next_index = 0
@@ -155,6 +158,7 @@ class StreamSession:
                 self.current.cancel()
                 with contextlib.suppress(BaseException):
                     await self.current
+            await self._drop_prefetched()
 
     # --- reading -------------------------------------------------------------------------------------
 
@@ -276,6 +280,7 @@ class StreamSession:
             current.cancel()
             with contextlib.suppress(BaseException):
                 await current
+        await self._drop_prefetched(set(targets))
         for response in targets.values():
             await self.send({"type": "response.done", "response_id": response.id, "status": "cancelled", "segments": response.queued,
                              "first_audio_seconds": _elapsed(response)})
@@ -288,6 +293,7 @@ class StreamSession:
             self.response = None
         self.queue = deque(i for i in self.queue if isinstance(i, _Close) or i.response is not response)
         self.synthesising = None
+        await self._drop_prefetched({response.id})
         await self.send({"type": "response.done", "response_id": response.id, "status": "failed", "segments": response.queued,
                          "failed_segments": response.failed, "first_audio_seconds": _elapsed(response)})
 
@@ -316,14 +322,42 @@ class StreamSession:
             await asyncio.wait({self.current})
             self.current = None
 
+    async def _submit(self, item: _Segment) -> tuple[Any, SpeechRequest]:
+        speech = await self.voices.resolve(dataclasses.replace(self.speech, text=item.text.strip()))
+        return await self.runtime.submit(speech.entry_data()), speech
+
+    def _prefetch(self, current: _Segment) -> None:
+        """Submit the answer's next segment while this one streams: the engine works on both, and the next
+        segment's audio follows without the gap of a fresh request's first chunk. Its output waits in the
+        runtime, bounded by the request's credits, until this segment is sent."""
+        following = self.queue[0] if self.queue else None
+        if self.prefetched is None and isinstance(following, _Segment) and following.response is current.response:
+            self.prefetched = (following, asyncio.ensure_future(self._submit(following)))
+
+    async def _drop_prefetched(self, responses: set[str] | None = None) -> None:
+        """Cancel the prefetched request (of one of ``responses``, or any) in every stage."""
+        if self.prefetched is None or (responses is not None and self.prefetched[0].response.id not in responses):
+            return
+        _, task = self.prefetched
+        self.prefetched = None
+        try:
+            handle, _ = await asyncio.shield(task)  # let admission finish, so the admitted request can be cancelled
+        except BaseException:  # noqa: BLE001 - it failed to submit: nothing to cancel
+            return
+        await cancel_quietly(handle)
+        self.stream_metrics.segments.labels(model=self.speech.model, outcome="cancelled").inc()
+
     async def _segment(self, item: _Segment) -> None:
         response = item.response
         response.queued += 1
         model = self.speech.model
         where = {"response_id": response.id, "segment": item.index}
         try:
-            speech = await self.voices.resolve(dataclasses.replace(self.speech, text=item.text.strip()))
-            handle = await self.runtime.submit(speech.entry_data())
+            if self.prefetched is not None and self.prefetched[0] is item:
+                task, self.prefetched = self.prefetched[1], None
+                handle, speech = await task
+            else:
+                handle, speech = await self._submit(item)
         except (APIError, RequestFailed, RuntimeFailure) as exc:
             failure = exc if isinstance(exc, APIError) else runtime_error(exc) if isinstance(exc, RequestFailed) else _unavailable()
             response.failed += 1
@@ -346,6 +380,7 @@ class StreamSession:
                 encoder = encoder or StreamEncoder(speech.response_format, part.sample_rate, part.channels)
                 seconds += part.frames / part.sample_rate
                 await self._audio(item, encoder.feed(part))
+                self._prefetch(item)
             if resampler is not None and encoder is not None:
                 tail = resampler.finish()
                 if tail.frames:
