@@ -29,9 +29,10 @@ API_KEY = "voice-agent-test-key"
 
 @pytest.fixture(scope="module")
 def espeak_server() -> Iterator[Server]:
-    """The espeak pipeline with an API key (every test here also proves the key is honoured)."""
+    """The espeak pipeline with an API key (every test here also proves the key is honoured), its vocoder in a
+    process of its own so that streaming and cancelling cross a process boundary."""
     before = shm_segments()
-    server = start_server("--api-key", API_KEY, config=ESPEAK)
+    server = start_server("--api-key", API_KEY, "--stages.vocoder.process", "vocoder", config=ESPEAK)
     try:
         wait_healthy(server.url)
         yield server
