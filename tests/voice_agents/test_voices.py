@@ -68,6 +68,7 @@ def test_voices_are_computed_once_keyed_by_content_and_survive_a_restart(voices_
         assert bob.object == "audio.voice" and bob.type == "audio_sample" and bob.model_extra["sha256"] == alice.json()["sha256"]
         assert computed(server) == 1 and metric(server, "omni_voice_artefacts_total", outcome="reused") == 1
         assert upload(server.url, "bob", b_flac).status_code == 409
+        assert upload(server.url, "Alloy", b_flac).json()["error"]["code"] == "voice_exists"  # a preset's name is taken
         listed = httpx.get(f"{server.url}/v1/audio/voices").json()["data"]
         assert {"alice", "bob", "alloy"} <= {v["name"] for v in listed}
         assert {v["type"] for v in listed} == {"builtin", "audio_sample"}

@@ -101,6 +101,8 @@ class VoiceResolver:
         if model not in self.settings.models:
             raise APIError(404, f"The model {model!r} does not exist on this server", param="model", code="model_not_found")
         name = check_name(str(form.get("name") or ""))
+        if name.lower() in {v.lower() for v in self.settings.voices}:
+            raise APIError(409, f"{name!r} is a preset voice of this server; pick another name for an uploaded voice", param="name", code="voice_exists")
         ref_text = str(form.get("ref_text") or "")
         if len(ref_text) > MAX_REF_TEXT_CHARS:
             raise bad_request(f"ref_text is {len(ref_text)} characters; at most {MAX_REF_TEXT_CHARS}", param="ref_text", code="string_above_max_length")
