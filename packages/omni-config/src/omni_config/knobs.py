@@ -39,11 +39,11 @@ def knob_issues(config: PipelineConfig) -> list[ConfigIssue]:
                 continue
             value = stage.factory_args[name]
             if rules.knob_value_breaks(value, knob.type, knob.min, knob.max, knob.choices, knob.nullable):
-                what = f" ({knob.help})" if knob.help else ""
+                what = f" (the knob: {knob.help})" if knob.help else ""
                 issues.append(
                     ConfigIssue(
                         f"stages.{stage.name}.factory_args.{name}",
-                        f"{name}{what} must be {rule_of(knob)}",
+                        f"{name} must be {rule_of(knob)}{what}",
                         f"set stages.{stage.name}.factory_args.{name} to {rule_of(knob)}",
                         value=value,
                     )

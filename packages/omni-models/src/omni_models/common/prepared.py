@@ -65,13 +65,14 @@ def context_of(contexts: dict[str, Any], model: str, edge: str) -> Any:
     return context
 
 
-def put(requests: dict[str, tuple[float, Any]], request_id: str, prepared: Any, *, model: str, ttl_s: float = PREPARED_TTL_S) -> None:
+def put(requests: dict[str, tuple[float, Any]], request_id: str, prepared: Any, *, model: str, ttl_s: float | None = None) -> None:
     """Store one prepared request; entries older than ``ttl_s`` are dropped first.
 
     The stage contract has no per-stage abort hook, so a request cancelled
     between preprocessing and the engine would otherwise leave its entry behind.
     """
     now = time.monotonic()
+    ttl_s = PREPARED_TTL_S if ttl_s is None else ttl_s
     for stale in [rid for rid, (stored, _) in list(requests.items()) if now - stored > ttl_s]:
         requests.pop(stale, None)
     if request_id in requests:
