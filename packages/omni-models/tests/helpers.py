@@ -59,8 +59,12 @@ def build_stages(
 ) -> dict[str, Any]:
     """Every stage object of the compiled pipeline, built as the worker builds it (on the CPU);
     ``model_path`` is what ``--weights DIR`` hands the factories."""
+    return build_compiled(topology(folder, variant, overrides), model_path=model_path)
+
+
+def build_compiled(compiled: CompiledTopology, *, model_path: str | None = None) -> dict[str, Any]:
     built = {}
-    for stage in topology(folder, variant, overrides).stages:
+    for stage in compiled.stages:
         factory = import_dotted(stage.factory)
         injection = Injection(
             gpu_id=None, device="cpu", total_gpu_memory_fraction=None, process_total_gpu_memory_fraction=None,
@@ -80,10 +84,13 @@ class Result:
     emitted: dict[str, list[Any]]
 
 
-def synthesize(folder: str, data: dict[str, Any], *, variant: str = "pipeline", stages: dict[str, Any] | None = None, request_id: str = "req-1") -> Result:
+def synthesize(
+    folder: str | None, data: dict[str, Any], *, variant: str = "pipeline", stages: dict[str, Any] | None = None, request_id: str = "req-1",
+    compiled: CompiledTopology | None = None,
+) -> Result:
     """Run one request through every stage in topological order, in this process."""
-    compiled = topology(folder, variant)
-    stages = stages or build_stages(folder, variant)
+    compiled = compiled or topology(folder, variant)
+    stages = stages or build_compiled(compiled)
     by_name = {s.name: s for s in compiled.stages}
     name = compiled.entry_stage
     payload = StagePayload(request_id=request_id, data=dict(data))
