@@ -1,8 +1,8 @@
-"""Fun-CosyVoice3's process-local handoff from preprocessing to the AR engine: the module state.
+"""Fun-CosyVoice3's module memory, the reason ``preprocessing -> tts_engine`` is process-local.
 
-The logic lives once in ``omni_models.common.prepared``; what stays here is the state the
-pipeline's contract is about. Both dicts are plain process memory, which is why
-``preprocessing -> tts_engine`` is declared process-local.
+``_PREPARED_REQUESTS`` holds each request's text, CAM++ speaker embedding and reference speech
+tokens from preprocessing until the speech-token LM pops it; ``_PREPROCESSING_CONTEXT`` tells the
+LM's builder that preprocessing was built here (``omni_models.common.prepared`` has the logic).
 """
 
 from __future__ import annotations
@@ -11,6 +11,5 @@ from typing import Any
 
 MODEL = "fun_cosyvoice3"
 EDGE = "preprocessing -> tts_engine"
-
 _PREPROCESSING_CONTEXT: dict[str, Any] = {}
 _PREPARED_REQUESTS: dict[str, tuple[float, Any]] = {}

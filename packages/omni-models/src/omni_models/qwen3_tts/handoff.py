@@ -1,8 +1,9 @@
-"""Qwen3-TTS's process-local handoff from preprocessing to the AR engine: the module state.
+"""Qwen3-TTS's process-local state: what its ``preprocessing -> tts_engine`` contract is about.
 
-The logic lives once in ``omni_models.common.prepared``; what stays here is the state the
-pipeline's contract is about. Both dicts are plain process memory, which is why
-``preprocessing -> tts_engine`` is declared process-local.
+Preprocessing registers its front end (speaker dim, tokenizer vocabulary) in
+``_PREPROCESSING_CONTEXT`` and leaves each prepared request (text and speaker embedding) in
+``_PREPARED_REQUESTS``; the talker's builder and stage read them in the same process. The logic
+lives once in ``omni_models.common.prepared``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,5 @@ from typing import Any
 
 MODEL = "qwen3_tts"
 EDGE = "preprocessing -> tts_engine"
-
 _PREPROCESSING_CONTEXT: dict[str, Any] = {}
 _PREPARED_REQUESTS: dict[str, tuple[float, Any]] = {}
