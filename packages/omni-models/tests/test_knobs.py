@@ -5,6 +5,7 @@ before anything starts (exit 1, path, value, rule, fix, no traceback)."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 
@@ -64,6 +65,17 @@ def test_pipeline_knobs_equal_the_catalog_defaults(case):
         if case.variant == "pipeline_split" and stage.name == "vocoder":
             expected = {**expected, "codec_device": "cuda:1"}
         assert args == expected, stage.name
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.model_id in BATCHING], ids=lambda c: c.model_id)
+def test_max_batch_tokens_may_not_go_below_the_models_context(case):
+    """The one batching rule that depends on the model is declared with the model's own number,
+    so it too is refused before start instead of by the engine at startup."""
+    engine = load_config(pipeline_file(case.folder, case.variant)).stage(BATCHING[case.model_id])
+    context = CATALOG[case.folder].max_seq_len if case.folder in CATALOG else importlib.import_module(f"omni_models.{case.folder}.stages").AR.max_seq_len
+    assert engine.knobs["max_batch_tokens"].min == context
+    out = _omni_compile("validate", case.model_id, f"--stages.{BATCHING[case.model_id]}.factory_args.max_batch_tokens", str(context - 1))
+    assert out.returncode == 1 and f"an integer >= {context}, or null" in out.stderr, out.stderr
 
 
 @pytest.mark.parametrize("model_id", sorted(BATCHING))
