@@ -105,9 +105,13 @@ def knob_names(spec: CodecTokenSpec, role: str) -> tuple[str, ...]:
     raise ValueError(f"unknown stage role {role!r}")
 
 
+def _defaults(spec: CodecTokenSpec, role: str) -> LoaderKnobs:
+    return {"loader": LoaderKnobs(), "engine": spec.engine, "vocoder": spec.vocoder}[role]
+
+
 def knob_defaults(spec: CodecTokenSpec, role: str) -> dict[str, Any]:
     """``knob_names`` with the spec's defaults: what the pipeline file's factory_args must say."""
-    source = {"loader": LoaderKnobs(), "engine": spec.engine, "vocoder": spec.vocoder}[role]
+    source = _defaults(spec, role)
     return {name: getattr(source, name) for name in knob_names(spec, role)}
 
 
@@ -124,8 +128,7 @@ def apply_knobs(defaults: Any, given: dict[str, Any], *, model: str, stage: str,
 
 def knobs_for(spec: CodecTokenSpec, role: str, given: dict[str, Any], stage: str) -> Any:
     """The knob values of a ``loader``, ``engine`` or ``vocoder`` stage of ``spec``."""
-    defaults = {"loader": LoaderKnobs(), "engine": spec.engine, "vocoder": spec.vocoder}[role]
-    return apply_knobs(defaults, given, model=spec.name, stage=stage, names=(*knob_names(spec, role), *_OPTIONAL.get(role, ())))
+    return apply_knobs(_defaults(spec, role), given, model=spec.name, stage=stage, names=(*knob_names(spec, role), *_OPTIONAL.get(role, ())))
 
 
 @dataclass(frozen=True)
