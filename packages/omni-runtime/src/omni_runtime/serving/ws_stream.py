@@ -33,7 +33,6 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
-import hmac
 import json
 import logging
 import secrets
@@ -41,25 +40,23 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Gauge, Histogram
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from ..errors import RequestFailed, RuntimeFailure
-from .audio import AudioError, PcmAudio
+from .audio import AudioError
 from .encoders import StreamEncoder
 from .errors import APIError, runtime_error
 from .metrics import LATENCY_BUCKETS
 from .request import SpeechRequest, parse_body, parse_speech
+from .resampling import RateConverter
 from .segmenter import SegmentLimits, TextSegmenter, speakable
 from .streaming import cancel_quietly
 from .synthesis import audio_parts
+from .ws_access import KEY_PROTOCOL_PREFIX, authorised, origin_allowed
 
 STREAM = "/v1/audio/speech/stream"
-SUBPROTOCOL = "omni.v1"
-KEY_PROTOCOL_PREFIX = "omni.api-key."
-"""Browsers cannot set ``Authorization`` on a WebSocket: they offer ``omni.api-key.<key>`` as a subprotocol."""
 log = logging.getLogger("uvicorn.error.omni")
 _SESSION_ONLY = frozenset({"sample_rate"})
 MIN_RATE, MAX_RATE = 8000, 48000
@@ -370,10 +367,10 @@ class StreamSession:
         outcome = "failed"
         try:
             encoder: StreamEncoder | None = None
-            resampler: _Resampler | None = None
+            resampler: RateConverter | None = None
             async for part in audio_parts(handle):
                 if self.sample_rate and part.sample_rate != self.sample_rate:
-                    resampler = resampler or _Resampler(part.sample_rate, self.sample_rate, part.channels)
+                    resampler = resampler or RateConverter(part.sample_rate, self.sample_rate, part.channels)
                     part = resampler.feed(part)
                 if part.frames == 0:
                     continue
@@ -426,56 +423,6 @@ def _unavailable() -> APIError:
     return APIError(503, "the pipeline is not accepting requests (starting or stopping)", type="server_error", code="unavailable")
 
 
-class _Resampler:
-    """A segment's audio at the session's ``sample_rate`` (PyAV's resampler, state kept across chunks)."""
-
-    def __init__(self, source: int, target: int, channels: int) -> None:
-        import av
-
-        self.source, self.target, self.channels = source, target, channels
-        self.layout = "mono" if channels == 1 else "stereo"
-        self._av = av
-        self._resampler = av.AudioResampler(format="s16", layout=self.layout, rate=target)
-
-    def _out(self, frames: list[Any]) -> PcmAudio:
-        import numpy as np
-
-        arrays = [f.to_ndarray().reshape(-1, self.channels) for f in frames]
-        samples = np.concatenate(arrays) if arrays else np.zeros((0, self.channels), np.int16)
-        return PcmAudio(samples.astype(np.int16, copy=False), self.target)
-
-    def feed(self, part: PcmAudio) -> PcmAudio:
-        frame = self._av.AudioFrame.from_ndarray(part.samples.reshape(1, -1), format="s16", layout=self.layout)
-        frame.sample_rate = self.source
-        return self._out(self._resampler.resample(frame))
-
-    def finish(self) -> PcmAudio:
-        return self._out(self._resampler.resample(None))
-
-
-def _authorised(ws: WebSocket, api_key: str | None) -> tuple[bool, str | None]:
-    """Whether the socket carries the key (header, or the ``omni.api-key.<key>`` subprotocol), and the subprotocol to accept."""
-    offered = list(ws.scope.get("subprotocols") or [])
-    chosen = SUBPROTOCOL if SUBPROTOCOL in offered else None
-    if api_key is None:
-        return True, chosen
-    expected = f"Bearer {api_key}".encode()
-    if hmac.compare_digest(ws.headers.get("authorization", "").encode(), expected):
-        return True, chosen
-    for proto in offered:
-        if proto.startswith(KEY_PROTOCOL_PREFIX) and hmac.compare_digest(proto[len(KEY_PROTOCOL_PREFIX):].encode(), api_key.encode()):
-            return True, chosen
-    return False, chosen
-
-
-def _origin_allowed(ws: WebSocket, allowed: tuple[str, ...]) -> bool:
-    """Browsers send ``Origin``: the page's own origin and the ``--allowed-origins`` pass; clients without one do too."""
-    origin = ws.headers.get("origin")
-    if origin is None or "*" in allowed or origin.rstrip("/") in allowed:
-        return True
-    return urlsplit(origin).netloc.lower() == ws.headers.get("host", "").lower()
-
-
 def install_stream_route(app: Any, limits: StreamLimits | None = None) -> None:
     limits = limits or StreamLimits()
     stream_metrics = StreamMetrics(app.state.metrics.registry)
@@ -483,13 +430,13 @@ def install_stream_route(app: Any, limits: StreamLimits | None = None) -> None:
     @app.websocket(STREAM)
     async def speech_stream(ws: WebSocket) -> None:
         settings = app.state.settings
-        authorised, subprotocol = _authorised(ws, settings.api_key)
+        key_ok, subprotocol = authorised(ws, settings.api_key)
         await ws.accept(subprotocol=subprotocol)
         problem = None
-        if not _origin_allowed(ws, settings.allowed_origins):
+        if not origin_allowed(ws, settings.allowed_origins):
             problem = APIError(403, f"origin {ws.headers.get('origin')!r} may not open this socket; start the server with --allowed-origins "
                                "naming it", type="permission_error", code="origin_not_allowed")
-        elif not authorised:
+        elif not key_ok:
             problem = APIError(401, "missing or wrong API key: send 'Authorization: Bearer <key>' or offer the subprotocol "
                                f"'{KEY_PROTOCOL_PREFIX}<key>'", type="authentication_error", code="invalid_api_key")
         if problem is not None:
