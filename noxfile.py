@@ -157,6 +157,14 @@ def bench_models(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_voice(session: nox.Session) -> None:
+    """Time to first audio on the WebSocket stream vs streamed HTTP, and barge-in, for espeak and Qwen3-TTS."""
+    _install(session, "omni-models", extras="")
+    _install(session, "omni-runtime")
+    session.run("python", "benchmarks/voice_stream_bench.py", *session.posargs)
+
+
+@nox.session
 def browser(session: nox.Session) -> None:
     """omni serve's topology page in Debian's headless Chromium (apt: chromium, chromium-driver; .ci/run installs them)."""
     import os
@@ -166,6 +174,7 @@ def browser(session: nox.Session) -> None:
         session.run("apt-get", "update", "-qq", external=True)
         session.run("apt-get", "install", "-y", "-qq", "chromium", "chromium-driver", external=True, env={"DEBIAN_FRONTEND": "noninteractive"})
     _install(session, "omni-runtime")
+    _install(session, "omni-models", extras="")  # the voice page test serves Qwen3-TTS (a model that clones voices)
     session.install(*CONSTRAINTS, "selenium>=4.20")
     session.env["OMNI_REQUIRE_BROWSER"] = "1"  # here a missing browser fails the session instead of skipping
     _pytest(session, "packages/omni-runtime/browser_tests")

@@ -26,6 +26,7 @@ from omni_models.common.prepared import PreparedRequest, PreprocessingContext
 from omni_models.common.request import TOKENIZER, prepare_text_request
 from omni_models.common.spec import knobs_for
 from omni_models.common.stages import AREngine, with_data
+from omni_models.common.voice_cache import reference_speaker
 
 from .handoff import _PREPARED_REQUESTS, _PREPROCESSING_CONTEXT, EDGE, MODEL  # the contract's module state
 
@@ -42,7 +43,7 @@ class Preprocessing:
         data = payload.data
         text = prepare_text_request(data, frame_rate=SPEC.frame_rate, max_chars=SPEC.text.max_chars, max_seconds=SPEC.text.max_seconds)
         ref = reference_audio(data, SPEC.reference_sample_rate)
-        speaker = self.speaker_encoder.preset(text.voice_index) if ref is None else self.speaker_encoder(ref.to(self.device))
+        speaker = reference_speaker(data, ref, lambda r: self.speaker_encoder(r.to(self.device)), lambda: self.speaker_encoder.preset(text.voice_index), self.device)
         prepared.put(_PREPARED_REQUESTS, payload.request_id, PreparedRequest(text, speaker), model=MODEL)
         return with_data(payload, {"text": text.text, "num_input_ids": len(text.input_ids)})
 
