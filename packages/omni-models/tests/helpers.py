@@ -1,7 +1,7 @@
 """Drive a model's stages in-process, without the runtime's processes, but along the path a user
 takes: the pipeline file loaded and validated by omni-config (knobs and overrides included),
 compiled by omni-compiler, and each factory called the way the worker calls it
-(``omni_runtime.factory``: ``factory_args`` plus the injected ``device``/``stage_name``); payloads
+(``omni_runtime.worker.factory``: ``factory_args`` plus the injected ``device``/``stage_name``); payloads
 and streamed chunks are then routed the way the stage contract says."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from omni_compiler import compile as compile_topology
 from omni_compiler.topology import CompiledTopology
 from omni_config import load_config
 from omni_runtime import StagePayload
-from omni_runtime.factory import Injection, import_dotted, injected_kwargs
+from omni_runtime.worker.factory import Injection, import_dotted, injected_kwargs
 
 
 @dataclass
