@@ -1,0 +1,203 @@
+"""Stages of the real Higgs-TTS pipeline (the published ``bosonai/higgs-tts-3-4b`` checkpoint).
+
+preprocessing  the text prompt's token ids around the reference block (``tokenizer.json``),
+               generation limits, sampling fields, the reference recording at 24 kHz
+audio_encoder  the Higgs Audio v2 tokenizer's encoder: reference waveform -> codes ``[N, T]``
+tts_engine     the Qwen3 backbone under continuous batching, streaming aligned frames
+vocoder        the tokenizer's decoder, streamed chunk by chunk with left context
+
+Every handoff is plain data in ``StagePayload.data`` (ids, tensors), so no edge is process-local.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from omni_runtime.errors import InvalidRequest
+
+from omni_models.common.audio import MAX_REFERENCE_SECONDS, _decode_wav
+from omni_models.common.limits import GenerationLimits
+from omni_models.common.request import request_sampling
+from omni_models.common.sampling import SamplingParams, generator_for, request_seed
+from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits, StepScheduler
+from omni_models.common.stages import AudioFormat, CodecVocoder, emit_codes, is_cancelled, require, with_data
+from omni_models.common.weights import resolve_device
+
+from .engine import AUDIO_PLACEHOLDER, HiggsBatch
+from .loading import load_backbone, load_higgs_codec, open_checkpoint, require_path
+from .resample import resample
+from .text import HiggsTokenizer
+
+MODEL = "bosonai/higgs-tts-3-4b"
+MAX_CHARS = 2000
+MAX_SECONDS = 60.0
+#: Frames of left context per streamed chunk (the published streaming vocoder's overlap).
+CONTEXT_FRAMES = 8
+#: The encoder zero-pads a reference shorter than this (as the published codec wrapper does).
+MIN_REFERENCE_SECONDS = 1.0
+
+
+def reference_wave(data: dict[str, Any], rate: int) -> torch.Tensor | None:
+    """The request's ``ref_audio`` (WAV bytes, or a tensor with ``ref_sample_rate``) as mono
+    float32 at ``rate`` (windowed-sinc resampling), not normalised."""
+    raw = data.get("ref_audio")
+    if raw is None:
+        return None
+    if isinstance(raw, (bytes, bytearray)):
+        audio, source_rate = _decode_wav(bytes(raw))
+    elif isinstance(raw, torch.Tensor):
+        source_rate = data.get("ref_sample_rate")
+        if isinstance(source_rate, bool) or not isinstance(source_rate, int) or source_rate <= 0:
+            raise InvalidRequest(f"ref_sample_rate must be a positive integer with a tensor ref_audio, got {source_rate!r}", param="ref_sample_rate")
+        audio = raw.detach().to(torch.float32).cpu().reshape(-1 if raw.dim() == 1 else raw.shape[0], raw.shape[-1])
+    else:
+        raise InvalidRequest(f"ref_audio must be WAV bytes or a float tensor, got {type(raw).__name__}", param="ref_audio")
+    if audio.shape[-1] == 0 or audio.shape[-1] / source_rate > MAX_REFERENCE_SECONDS or not torch.isfinite(audio).all():
+        raise InvalidRequest(f"ref_audio must be 0-{MAX_REFERENCE_SECONDS:.0f} s of finite samples", param="ref_audio")
+    mono = audio.reshape(-1, audio.shape[-1]).mean(dim=0)
+    return resample(mono, source_rate, rate).contiguous()
+
+
+class HiggsPreprocessing:
+    def __init__(self, model_path: str):
+        ckpt = open_checkpoint(model_path)
+        self.tokenizer = HiggsTokenizer(ckpt.root / "tokenizer.json")
+        self.sample_rate = int(ckpt.codec_config.get("sample_rate", 24000))
+        self.num_codebooks = ckpt.audio.num_codebooks
+
+    def process(self, payload: Any, ctx: Any = None) -> Any:
+        data = payload.data
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidRequest("text must be a non-empty string", param="text")
+        if len(text) > MAX_CHARS:
+            raise InvalidRequest(f"text is {len(text)} characters; the limit is {MAX_CHARS}", param="text")
+        ref_text = data.get("ref_text")
+        if ref_text is not None and not isinstance(ref_text, str):
+            raise InvalidRequest("ref_text must be a string", param="ref_text")
+        cap = math.ceil(MAX_SECONDS * 25) + self.num_codebooks - 1
+        requested = data.get("max_new_tokens")
+        if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int) or requested < 1):
+            raise InvalidRequest(f"max_new_tokens must be a positive integer, got {requested!r}", param="max_new_tokens")
+        rows = min(cap, requested or cap)
+        prefix, suffix = self.tokenizer.prompt_parts(text.strip(), ref_text)
+        out = {
+            "text": text, "prefix_ids": prefix, "suffix_ids": suffix, "zero_shot_ids": self.tokenizer.zero_shot(text.strip()),
+            "limits": GenerationLimits(0, rows).to_dict(), "seed": request_seed(data), **request_sampling(data),
+            "ref_wave": reference_wave(data, self.sample_rate),
+        }
+        return with_data(payload, out)
+
+
+class HiggsAudioEncoder:
+    def __init__(self, model_path: str, device: str):
+        self.codec = load_higgs_codec(model_path, device, True)
+        self.device = device
+
+    @torch.inference_mode()
+    def process(self, payload: Any, ctx: Any = None) -> Any:
+        data = dict(payload.data)
+        wave = require(data, "ref_wave", MODEL, "audio_encoder")
+        codes = None
+        if wave is not None:
+            minimum = int(MIN_REFERENCE_SECONDS * self.codec.shape.sample_rate)
+            wave = F.pad(wave, (0, max(0, minimum - wave.shape[-1])))
+            codes = self.codec.encode(wave.to(self.device)).cpu()
+        del data["ref_wave"]
+        data["ref_codes"] = codes
+        return with_data(payload, data)
+
+
+def prompt_ids(data: dict[str, Any], ref_codes: torch.Tensor | None) -> list[int]:
+    """The prompt around ``T + N - 1`` reference placeholders, or the zero-shot prompt."""
+    if ref_codes is None:
+        return list(data["zero_shot_ids"])
+    rows = ref_codes.shape[1] + ref_codes.shape[0] - 1
+    return [*data["prefix_ids"], *([AUDIO_PLACEHOLDER] * rows), *data["suffix_ids"]]
+
+
+class HiggsEngine:
+    """``process`` submits one request to the running batch and streams its frames."""
+
+    def __init__(self, batch: HiggsBatch, params: SamplingParams, limits: BatchLimits, chunking: tuple[int, int], seed: int):
+        self.batch, self.params, self.chunking, self.seed = batch, params, chunking, seed
+        self.scheduler = StepScheduler(None, name=f"{MODEL} tts_engine", limits=limits, batch=batch)
+
+    def process(self, payload: Any, ctx: Any) -> Any:
+        data = payload.data
+        ref_codes = require(data, "ref_codes", MODEL, "tts_engine")
+        prompt = self.batch.prompt(prompt_ids(data, ref_codes), ref_codes)
+        temperature, top_k = data.get("temperature"), data.get("top_k")
+        params = SamplingParams(self.params.temperature if temperature is None else temperature, self.params.top_k if top_k is None else top_k)
+        frames = self.scheduler.submit(
+            prompt, GenerationLimits.from_dict(data["limits"]), params, generator_for(self.seed, data["seed"], MODEL),
+            cancelled=lambda: is_cancelled(ctx), deadline=getattr(ctx, "deadline", None), chunking=self.chunking,
+        )
+        try:
+            total = emit_codes(ctx, frames.chunks())
+        finally:
+            frames.cancel()
+        return with_data(payload, {"num_frames": total})
+
+
+class StreamingCodecDecoder(nn.Module):
+    """The codec decoder as ``CodecVocoder`` drives it: latents ``[(B,) dim, T]`` -> audio, with
+    ``context_frames`` of left context per chunk (``StreamingDecode``)."""
+
+    def __init__(self, codec: Any, context_frames: int = CONTEXT_FRAMES):
+        super().__init__()
+        self.codec = codec
+        self.hop = codec.shape.hop
+        self.out_channels = 1
+        self.context_frames = context_frames
+
+    def forward(self, latents: torch.Tensor) -> torch.Tensor:
+        return self.codec.decode_latents(latents)
+
+
+def build_preprocessing(load_format: str = "safetensors", model_path: str | None = None) -> HiggsPreprocessing:
+    return HiggsPreprocessing(require_path(model_path, load_format))
+
+
+def build_audio_encoder(load_format: str = "safetensors", model_path: str | None = None, device: str | None = None, num_threads: int | None = None) -> HiggsAudioEncoder:
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    return HiggsAudioEncoder(require_path(model_path, load_format), resolve_device(device))
+
+
+def build_tts_engine(
+    load_format: str = "safetensors",
+    model_path: str | None = None,
+    device: str | None = None,
+    dtype: str = "float32",
+    seed: int = 1234,
+    temperature: float = 0.7,
+    top_k: int = 50,
+    chunk_frames: int = 25,
+    first_chunk_frames: int = 8,
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+    max_batch_tokens: int | None = None,
+    max_seq_len: int = 8192,
+    num_threads: int | None = None,
+) -> HiggsEngine:
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    path = require_path(model_path, load_format)
+    batch = HiggsBatch(load_backbone(path, resolve_device(device), dtype), max_seq_len)
+    return HiggsEngine(batch, SamplingParams(temperature, top_k), BatchLimits(max_batch_size, max_batch_tokens), (first_chunk_frames, chunk_frames), seed)
+
+
+def build_vocoder(load_format: str = "safetensors", model_path: str | None = None, device: str | None = None, max_batch_size: int | None = None, num_threads: int | None = None) -> CodecVocoder:
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    device = resolve_device(device)
+    codec = load_higgs_codec(require_path(model_path, load_format), device, False)
+    return CodecVocoder(
+        model=MODEL, stage="vocoder", frontend=lambda first_chunk: codec.latents, decoder=StreamingCodecDecoder(codec),  # type: ignore[arg-type]
+        audio=AudioFormat(codec.shape.sample_rate, 1), device=device, max_batch_size=max_batch_size,
+    )
