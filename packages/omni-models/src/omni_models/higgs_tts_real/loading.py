@@ -56,8 +56,9 @@ def load_backbone(model_path: str, device: str, dtype: str = "float32") -> Higgs
             + "\n  fix: use the config.json published with these weights (text_config / audio_encoder_config)"
         )
     model.load_state_dict(state, strict=True, assign=True)
+    model.reset_buffers("cpu")  # built on meta: compute the derived buffers for real
     model = model.to(device=device, dtype=dtype_of(dtype))
-    model.reset_buffers(device)  # built on meta: recompute the derived buffers for real
+    model.reset_buffers(device)  # rotary frequencies stay float32 whatever the weights' dtype
     return model.eval().requires_grad_(False)
 
 

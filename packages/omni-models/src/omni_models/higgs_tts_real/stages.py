@@ -25,19 +25,22 @@ from omni_models.common.limits import GenerationLimits
 from omni_models.common.request import request_sampling
 from omni_models.common.sampling import SamplingParams, generator_for, request_seed
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits, StepScheduler
-from omni_models.common.stages import AudioFormat, CodecVocoder, emit_codes, is_cancelled, require, with_data
+from omni_models.common.stages import AudioFormat, emit_codes, is_cancelled, require, with_data
 from omni_models.common.weights import resolve_device
 
 from .engine import AUDIO_PLACEHOLDER, HiggsBatch
 from .loading import load_backbone, load_higgs_codec, open_checkpoint, require_path
 from .resample import resample
+from .streaming import HiggsVocoder
 from .text import HiggsTokenizer
 
 MODEL = "bosonai/higgs-tts-3-4b"
 MAX_CHARS = 2000
 MAX_SECONDS = 60.0
-#: Frames of left context per streamed chunk (the published streaming vocoder's overlap).
+#: Frames of left context per streamed chunk (the published streaming vocoder's overlap) and
+#: frames held back as right context (its hold-back); see ``streaming``.
 CONTEXT_FRAMES = 8
+LOOKAHEAD_FRAMES = 4
 #: The encoder zero-pads a reference shorter than this (as the published codec wrapper does).
 MIN_REFERENCE_SECONDS = 1.0
 
@@ -192,12 +195,19 @@ def build_tts_engine(
     return HiggsEngine(batch, SamplingParams(temperature, top_k), BatchLimits(max_batch_size, max_batch_tokens), (first_chunk_frames, chunk_frames), seed)
 
 
-def build_vocoder(load_format: str = "safetensors", model_path: str | None = None, device: str | None = None, max_batch_size: int | None = None, num_threads: int | None = None) -> CodecVocoder:
+def build_vocoder(
+    load_format: str = "safetensors",
+    model_path: str | None = None,
+    device: str | None = None,
+    max_batch_size: int | None = None,
+    lookahead_frames: int = LOOKAHEAD_FRAMES,
+    num_threads: int | None = None,
+) -> HiggsVocoder:
     if num_threads is not None:
         torch.set_num_threads(num_threads)
     device = resolve_device(device)
     codec = load_higgs_codec(require_path(model_path, load_format), device, False)
-    return CodecVocoder(
-        model=MODEL, stage="vocoder", frontend=lambda first_chunk: codec.latents, decoder=StreamingCodecDecoder(codec),  # type: ignore[arg-type]
+    return HiggsVocoder(
+        right_frames=lookahead_frames, model=MODEL, stage="vocoder", frontend=lambda first_chunk: codec.latents, decoder=StreamingCodecDecoder(codec),  # type: ignore[arg-type]
         audio=AudioFormat(codec.shape.sample_rate, 1), device=device, max_batch_size=max_batch_size,
     )

@@ -1,0 +1,182 @@
+"""Parity of omni's real Higgs-TTS path with the reference implementations (``nox -s parity``).
+
+A tiny random checkpoint is written in the published layout with transformers' own classes
+(``Qwen3Model`` for the backbone, ``HiggsAudioV2TokenizerModel`` for the codec). Then:
+
+- the codec: omni's encoder gives the reference's codes, omni's decoder the reference's
+  waveform (non-streamed, exactly as the reference decodes); the streamed decode (left context
+  and held-back right context) stays within float error of it, at chunk boundaries too;
+- generation: omni's engine (its continuous batch, through the stage objects) gives the same
+  greedy codes as the reference loop (``higgs_reference.reference_generate``) for each request
+  alone and for the same 8 mixed requests decoded in one batch (zero-shot, voice cloning with
+  and without a transcript, different texts and limits); the first row's logits agree within
+  1e-4.
+
+The table printed at the end (``-s``) is the parity table of the report. Needs transformers >= 5
+(the tokenizer's reference classes) and torchaudio's pure-Python resampling: the session's venv
+only; elsewhere the module is skipped unless ``OMNI_REQUIRE_PARITY=1``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+import pytest
+import torch
+
+if os.environ.get("OMNI_REQUIRE_PARITY") != "1":
+    pytest.importorskip("transformers.models.higgs_audio_v2_tokenizer", reason="the parity session's venv has transformers >= 5")
+
+from higgs_checkpoint import AUDIO_VOCAB, NUM_CODEBOOKS, write_checkpoint
+from higgs_reference import Collect, omni_batch_codes, reference_generate
+
+from omni_models.common.limits import GenerationLimits
+from omni_models.higgs_tts_real import stages
+
+TABLE: list[tuple[str, str, int, str, str]] = []
+CASES = [
+    {"text": "hello there, how are you today?", "max_new_tokens": 40},
+    {"text": "speech synthesis from text", "max_new_tokens": 24, "ref": 1.0},
+    {"text": "the quick brown fox jumps over the lazy dog", "max_new_tokens": 48, "ref": 1.6, "ref_text": "a reference voice is cloned"},
+    {"text": "omni", "max_new_tokens": 12},
+    {"text": "numbers like 42 and 7 are read aloud", "max_new_tokens": 32, "ref": 0.6},
+    {"text": "a reference voice is cloned, again and again", "max_new_tokens": 56, "ref": 2.0, "ref_text": "hello there"},
+    {"text": "quick", "max_new_tokens": 20, "ref": 1.2, "ref_text": "speech"},
+    {"text": "omni serves real checkpoints today", "max_new_tokens": 36},
+]
+
+
+def _wave(seconds: float, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.arange(int(24000 * seconds)) / 24000
+    return (0.3 * torch.sin(2 * torch.pi * (180 + 40 * seed) * t) + 0.05 * torch.randn(t.shape, generator=gen)).float()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    written = write_checkpoint(tmp_path_factory.mktemp("higgs"), reference=True, shards=2, eoc_boost=1.35)
+    path = str(written.root)
+    pre = stages.build_preprocessing(model_path=path)
+    encoder = stages.build_audio_encoder(model_path=path, device="cpu")
+    engine = stages.build_tts_engine(model_path=path, device="cpu", temperature=0.0, chunk_frames=5, first_chunk_frames=2, max_seq_len=512)
+    vocoder = stages.build_vocoder(model_path=path, device="cpu")
+    return written, pre, encoder, engine, vocoder
+
+
+@dataclasses.dataclass
+class Payload:
+    data: dict
+
+
+def _prepare(pre, encoder, case: dict, seed: int) -> dict:
+    data = {"text": case["text"], "max_new_tokens": case["max_new_tokens"], "temperature": 0.0}
+    if "ref" in case:
+        data.update(ref_audio=_wave(case["ref"], seed), ref_sample_rate=24000)
+    if "ref_text" in case:
+        data["ref_text"] = case["ref_text"]
+    return encoder.process(pre.process(Payload(data))).data
+
+
+def _reference(written, data: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = stages.prompt_ids(data, data["ref_codes"])
+    return reference_generate(written.reference_backbone, written.audio_embedding, ids, data["ref_codes"], n=NUM_CODEBOOKS, vocab=AUDIO_VOCAB, max_rows=data["limits"]["max_new_tokens"])
+
+
+def test_codec_encode_and_decode_match_the_reference(model):
+    written, _, encoder, _, vocoder = model
+    ref = written.reference_codec
+    equal = cases = 0
+    worst = 0.0
+    for i, seconds in enumerate((0.6, 1.0, 1.6, 2.4)):
+        wave = torch.nn.functional.pad(_wave(seconds, i), (0, max(0, 24000 - int(24000 * seconds))))
+        with torch.inference_mode():
+            ours = encoder.codec.encode(wave)
+            theirs = ref.encode(wave.view(1, 1, -1)).audio_codes[0]
+            audio = encoder.codec.decode(theirs)[0]
+            expected = ref.decode(theirs[None]).audio_values[0, 0]
+        cases += 1
+        equal += int(torch.equal(ours, theirs))
+        worst = max(worst, float((audio - expected).abs().max()))
+    TABLE.append(("higgs-tts (codec)", "encode (reference audio -> codes), decode (codes -> 24 kHz)", cases, f"{equal}/{cases}", f"{worst:.2e}"))
+    assert equal == cases
+    assert worst < 1e-4
+
+
+def _stream(vocoder, codes: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+    ctx = Collect(upstream_payload=Payload({}))
+    chunks, start = [], 0
+    for size in sizes:
+        if start >= codes.shape[1]:
+            break
+        chunks.append({"codes": codes[:, start : start + size], "start_frame": start})
+        start += size
+    vocoder.consume(chunks, ctx)
+    return torch.cat([c["audio"] for c in ctx.chunks])
+
+
+def test_generation_matches_the_reference_alone_and_in_a_batch_of_8(model):
+    written, pre, encoder, engine, vocoder = model
+    prepared = [_prepare(pre, encoder, case, seed) for seed, case in enumerate(CASES)]
+    expected, worst_logits = [], 0.0
+    for data in prepared:
+        codes, first = _reference(written, data)
+        expected.append(codes)
+        prompt = engine.batch.prompt(stages.prompt_ids(data, data["ref_codes"]), data["ref_codes"])
+        hidden = engine.batch.model.run(prompt, torch.arange(prompt.shape[1]), _NoCacheAttend(), invariant=False)[0, -1]
+        worst_logits = max(worst_logits, float((engine.batch.model.audio_logits(hidden[None])[0] - first).abs().max()))
+    alone = []
+    for data in prepared:
+        ctx = Collect()
+        engine.process(Payload(data), ctx)
+        alone.append(torch.cat([c["codes"] for c in ctx.chunks], dim=1) if ctx.chunks else torch.zeros(NUM_CODEBOOKS, 0, dtype=torch.long))
+    before = engine.scheduler.peak_batch
+    prompts = [engine.batch.prompt(stages.prompt_ids(d, d["ref_codes"]), d["ref_codes"]) for d in prepared]
+    batched = omni_batch_codes(engine, prompts, [GenerationLimits.from_dict(d["limits"]) for d in prepared])
+    assert engine.scheduler.peak_batch == 8 > before
+    clones = sum("ref" in c for c in CASES)
+    equal_alone = sum(torch.equal(a, e) for a, e in zip(alone, expected))
+    equal_batch = sum(torch.equal(b, e) for b, e in zip(batched, expected))
+    lengths = sorted({e.shape[1] for e in expected})
+    by_eoc = sum(e.shape[1] < c["max_new_tokens"] - (NUM_CODEBOOKS - 1) for e, c in zip(expected, CASES))
+    assert 0 < by_eoc < len(CASES), "the cases must end both by EOC (and its wind-down) and by max_new_tokens"
+    # the waveform of every request's codes: non-streamed and streamed (chunks of 2, then 5) against the reference decoder
+    full_err = stream_err = boundary_err = peak = 0.0
+    for codes in expected:
+        if codes.shape[1] == 0:
+            continue
+        with torch.inference_mode():
+            reference_audio = written.reference_codec.decode(codes.clamp(max=31)[None]).audio_values[0, 0]
+            full = vocoder.decoder.codec.decode(codes)[0]
+        streamed = _stream(vocoder, codes, [2] + [5] * codes.shape[1])
+        assert streamed.shape == reference_audio.shape
+        full_err = max(full_err, float((full - reference_audio).abs().max()))
+        peak = max(peak, float(reference_audio.abs().max()))
+        diff = (streamed - reference_audio).abs()
+        stream_err = max(stream_err, float(diff.max()))
+        hop = 960
+        edges = [2 + 5 * k for k in range(codes.shape[1] // 5 + 1) if 2 + 5 * k < codes.shape[1]]
+        for edge in edges:
+            boundary_err = max(boundary_err, float(diff[max(0, (edge - 1) * hop) : (edge + 1) * hop].max()))
+    frames = "/".join(str(n) for n in lengths)
+    TABLE.append(("higgs-tts", f"greedy codes alone ({len(CASES) - clones} zero-shot, {clones} voice clones; {by_eoc} end by EOC; frames {frames})", len(CASES), f"{equal_alone}/{len(CASES)}", f"{full_err:.2e} (full decode)"))
+    TABLE.append(("higgs-tts", "greedy codes in one batch of 8 mixed requests", len(CASES), f"{equal_batch}/{len(CASES)}", f"{stream_err:.2e} streamed in chunks of 2, 5, 5, ... (8 frames left context, 4 held back; {boundary_err:.2e} within a frame of a chunk edge; signal peak {peak:.1e})"))
+    TABLE.append(("higgs-tts (backbone)", "first-row audio logits vs transformers Qwen3Model + fused head", len(CASES), "max |diff|", f"{worst_logits:.2e}"))
+    assert worst_logits < 1e-4
+    assert equal_alone == len(CASES)
+    assert equal_batch == len(CASES)
+    assert full_err < 1e-4
+    assert stream_err < 1e-3 * peak  # streamed within 0.1% of the signal peak of the full decode, chunk edges included
+
+
+class _NoCacheAttend:
+    def attend(self, layer, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def teardown_module(module):
+    if TABLE:
+        lines = ["", "| model | part | cases | codes equal | waveform max error |", "|---|---|---|---|---|"]
+        lines += [f"| {m} | {p} | {c} | {e} | {w} |" for m, p, c, e, w in TABLE]
+        sys.stdout.write("\n".join(lines) + "\n")
