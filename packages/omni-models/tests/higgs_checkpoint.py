@@ -3,8 +3,7 @@
 ``write_checkpoint(dir, reference=True)`` builds the backbone with transformers' ``Qwen3Model``
 and the codec with transformers' ``HiggsAudioV2TokenizerModel`` (the reference's own config
 and model classes, random weights), and writes their tensors under the published names;
-``reference=False`` writes the same layout from omni's own modules (no transformers needed;
-the codec then has no semantic model, so it can decode but not encode).
+``reference=False`` writes the same layout from omni's own modules (no transformers needed).
 """
 
 from __future__ import annotations
@@ -76,6 +75,16 @@ def _random_codebooks(state: dict[str, torch.Tensor], gen: torch.Generator) -> N
             state[key] = torch.randn(state[key].shape, generator=gen)
 
 
+def _init(name: str, shape: torch.Size, gen: torch.Generator) -> torch.Tensor:
+    """Random codec weights of a sane scale: fan-in normalised weights, Snake alphas near 1."""
+    noise = torch.randn(shape, generator=gen)
+    if name.endswith(("alpha", "norm.weight")):
+        return 1.0 + 0.1 * noise
+    if name.endswith("codebook.embed"):
+        return noise
+    return noise / math.sqrt(math.prod(shape[1:])) if len(shape) > 1 else 0.01 * noise
+
+
 def write_checkpoint(root: str | Path, *, reference: bool, seed: int = 0, tied: bool = True, shards: int = 1, eoc_boost: float = 1.0) -> Written:
     """``eoc_boost`` scales codebook 0's EOC row of the (tied) audio head, so that random weights end
     some requests by EOC (and its wind-down) before ``max_new_tokens``."""
@@ -114,8 +123,8 @@ def write_checkpoint(root: str | Path, *, reference: bool, seed: int = 0, tied: 
         for p in own.parameters():
             p.data = torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1])
         body = {("embed_tokens.weight" if k == "text_embedding.weight" else k): v for k, v in own.state_dict().items() if not k.startswith("audio_")}
-        codec = HiggsCodec(CodecShape.from_config(codec_config()))
-        codec_state = {k: torch.randn(v.shape, generator=gen) * (0.3 if v.dim() > 1 else 0.1) + (1.0 if k.endswith("alpha") else 0.0) for k, v in codec.state_dict().items()}
+        codec = HiggsCodec(CodecShape.from_config(codec_config()), codec_config()["semantic_model_config"])
+        codec_state = {k: _init(k, v.shape, gen) for k, v in codec.state_dict().items()}
     tensors = {TEXT_EMBEDDING: body.pop("embed_tokens.weight"), AUDIO_EMBEDDING: audio_embedding}
     tensors.update({f"body.{k}": v for k, v in body.items()})
     if not tied:

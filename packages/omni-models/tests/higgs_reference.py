@@ -82,6 +82,13 @@ def reference_generate(qwen: Any, audio_embedding: torch.Tensor, ids: list[int],
 
 
 @dataclass
+class Payload:
+    """The part of ``StagePayload`` the stages read (``data``), replaced with ``dataclasses.replace``."""
+
+    data: dict[str, Any]
+
+
+@dataclass
 class Collect:
     """A stage context that records what a stage emits."""
 

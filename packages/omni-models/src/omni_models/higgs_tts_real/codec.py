@@ -32,6 +32,7 @@ from torch import nn
 
 from omni_models.common.weights import CheckpointError
 
+from .hubert import Hubert, HubertShape
 from .resample import resample
 
 
@@ -160,6 +161,19 @@ class DacDecoder(nn.Module):
         return self.conv2(self.snake1(x))
 
 
+def receptive_frames(decoder: DacDecoder) -> int:
+    """Frames on each side that a frame's samples depend on (every conv is centred): the sum over
+    the layers of each one's half-width, in frames at the rate the layer runs at."""
+    reach, samples_per_frame = 0.0, 1
+    for module in decoder.modules():
+        if isinstance(module, nn.ConvTranspose1d):
+            reach += math.ceil(module.kernel_size[0] / module.stride[0]) / 2 / samples_per_frame
+            samples_per_frame *= module.stride[0]
+        elif isinstance(module, nn.Conv1d):
+            reach += module.dilation[0] * (module.kernel_size[0] - 1) / 2 / samples_per_frame
+    return math.ceil(reach)
+
+
 class DacEncoderBlock(nn.Module):
     def __init__(self, out_channels: int, stride: int):
         super().__init__()
@@ -279,6 +293,7 @@ class HiggsCodec(nn.Module):
     """Encode reference audio to ``[N, T]`` codes; decode codes (batched) to 24 kHz audio."""
 
     def __init__(self, shape: CodecShape, semantic_config: dict[str, Any] | None = None):
+        """``semantic_config``: the HuBERT's config (the encoder needs it; decoding does not)."""
         super().__init__()
         self.shape = shape
         self.acoustic_decoder = DacDecoder(shape)
@@ -287,8 +302,7 @@ class HiggsCodec(nn.Module):
         self.fc = nn.Linear(shape.hidden, shape.hidden)
         self.fc2 = nn.Linear(shape.hidden, shape.acoustic_hidden)
         self.quantizer = ResidualQuantizer(shape)
-        self.semantic_config = semantic_config
-        self.semantic_model: nn.Module | None = None
+        self.semantic_model: Hubert | None = Hubert(HubertShape.from_config(semantic_config)) if semantic_config is not None else None
 
     # decoding ----------------------------------------------------------------------------------
     def latents(self, codes: torch.Tensor) -> torch.Tensor:
@@ -313,8 +327,8 @@ class HiggsCodec(nn.Module):
         s = self.shape
         if s.sample_rate != s.semantic_sample_rate:
             wave = resample(wave, s.sample_rate, s.semantic_sample_rate)
-        hidden = self.semantic_model(F.pad(wave[:, 0], (160, 160)), output_hidden_states=True).hidden_states
-        features = torch.stack(list(hidden), dim=1).mean(dim=1)
+        hidden = self.semantic_model.hidden_states(F.pad(wave[:, 0], (160, 160)))
+        features = torch.stack(hidden, dim=1).mean(dim=1)
         if s.semantic_downsample > 1:
             features = features[:, :: s.semantic_downsample]
         return features
@@ -331,63 +345,41 @@ class HiggsCodec(nn.Module):
 
 
 def _fold_weight_norm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``weight_g``/``weight_v`` (or parametrizations ``original0``/``original1``) -> ``weight``."""
-    out: dict[str, torch.Tensor] = {}
+    """``weight_g``/``weight_v`` (or parametrizations ``original0``/``original1``) -> ``weight``.
+
+    The normalised axis is the one ``g`` keeps (0 for the DAC convs, the kernel axis for
+    HuBERT's positional conv)."""
     pairs = {".weight_g": ".weight_v", ".parametrizations.weight.original0": ".parametrizations.weight.original1"}
+    out: dict[str, torch.Tensor] = {}
     for key, value in state.items():
-        for g_suffix, v_suffix in pairs.items():
-            if key.endswith(g_suffix):
-                base = key[: -len(g_suffix)]
-                v = state[base + v_suffix]
-                norm = v.flatten(1).norm(dim=1).view(-1, *([1] * (v.dim() - 1)))
-                out[base + ".weight"] = value * v / norm
-                break
-        else:
-            if not any(key.endswith(v) for v in pairs.values()):
-                out[key] = value
+        g_suffix = next((g for g in pairs if key.endswith(g)), None)
+        if g_suffix is not None:
+            base = key[: -len(g_suffix)]
+            v = state[base + pairs[g_suffix]]
+            reduce = [d for d in range(v.dim()) if value.shape[d] == 1]
+            out[base + ".weight"] = value * v / v.pow(2).sum(dim=reduce, keepdim=True).sqrt()
+        elif not any(key.endswith(v) for v in pairs.values()):
+            out[key] = value
     return out
 
 
 def load_codec(config: dict[str, Any], state: dict[str, torch.Tensor], *, encoder: bool, source: str) -> HiggsCodec:
     """Build the codec from its ``config.json`` and tensors; every missing or misshapen tensor is
-    reported at once (``source`` names where they came from). ``encoder`` also loads the HuBERT."""
+    reported at once (``source`` names where they came from). ``encoder`` also loads the parts
+    that encode reference audio (acoustic and semantic encoders, HuBERT, ``fc``)."""
     shape = CodecShape.from_config(config)
-    codec = HiggsCodec(shape, config.get("semantic_model_config"))
-    semantic = {k[len("semantic_model.") :]: v for k, v in state.items() if k.startswith("semantic_model.")}
-    state = _fold_weight_norm({k: v for k, v in state.items() if not k.startswith("semantic_model.")})
+    semantic = dict(config.get("semantic_model_config") or {}) if encoder else None
+    problems = HubertShape.from_config(semantic).problems() if semantic is not None else []
+    codec = HiggsCodec(shape, semantic if not problems else None)
+    state = _fold_weight_norm(state)
     expected = codec.state_dict()
-    needed = [k for k in expected if encoder or k.startswith(("acoustic_decoder.", "fc2.", "quantizer."))]
-    problems = [f"{k}: missing" for k in needed if k not in state]
-    problems += [f"{k}: shape {tuple(state[k].shape)}, the config gives {tuple(expected[k].shape)}" for k in needed if k in state and state[k].shape != expected[k].shape]
-    if encoder:
-        codec.semantic_model = _hubert(config.get("semantic_model_config") or {}, semantic, problems)
+    problems += [f"{k}: missing" for k in expected if k not in state]
+    problems += [f"{k}: shape {tuple(state[k].shape)}, the config gives {tuple(v.shape)}" for k, v in expected.items() if k in state and state[k].shape != v.shape]
     if problems:
         raise CheckpointError(
             f"{source}: the audio tokenizer's weights do not fit audio_tokenizer/config.json:\n  " + "\n  ".join(problems[:12])
+            + ("\n  ..." if len(problems) > 12 else "")
             + "\n  fix: use the tokenizer config.json that belongs to these weights (bosonai/higgs-audio-v2-tokenizer)"
         )
-    codec.load_state_dict({k: state[k] for k in needed}, strict=False)
+    codec.load_state_dict({k: state[k] for k in expected}, strict=True)
     return codec.eval().requires_grad_(False)
-
-
-def _hubert(config: dict[str, Any], state: dict[str, torch.Tensor], problems: list[str]) -> nn.Module | None:
-    try:
-        from transformers import HubertConfig, HubertModel
-    except ImportError as exc:
-        raise CheckpointError(
-            "the Higgs-TTS reference-audio encoder needs transformers' HubertModel, which is not installed\n"
-            "  fix: pip install 'omni-models[higgs]'"
-        ) from exc
-    model = HubertModel(HubertConfig(**{k: v for k, v in config.items() if k not in ("architectures", "transformers_version", "torch_dtype", "dtype")}))
-    expected = model.state_dict()
-    if any(".parametrizations.weight." in k for k in expected):  # older exports name the weight-norm parts weight_g / weight_v
-        renames = {".weight_g": ".parametrizations.weight.original0", ".weight_v": ".parametrizations.weight.original1"}
-        state = {next((k[: -len(a)] + b for a, b in renames.items() if k.endswith(a)), k): v for k, v in state.items()}
-    else:
-        state = _fold_weight_norm(state)
-    for key in expected:
-        if key not in state and key != "masked_spec_embed":
-            problems.append(f"semantic_model.{key}: missing")
-    missing_ok = {k: v for k, v in state.items() if k in expected}
-    model.load_state_dict(missing_ok, strict=False)
-    return model.eval()

@@ -18,8 +18,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from omni_runtime.errors import InvalidRequest
-
 from omni_models.common.audio import MAX_REFERENCE_SECONDS, _decode_wav
 from omni_models.common.limits import GenerationLimits
 from omni_models.common.request import request_sampling
@@ -27,7 +25,9 @@ from omni_models.common.sampling import SamplingParams, generator_for, request_s
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits, StepScheduler
 from omni_models.common.stages import AudioFormat, emit_codes, is_cancelled, require, with_data
 from omni_models.common.weights import resolve_device
+from omni_runtime.errors import InvalidRequest
 
+from .codec import receptive_frames
 from .engine import AUDIO_PLACEHOLDER, HiggsBatch
 from .loading import load_backbone, load_higgs_codec, open_checkpoint, require_path
 from .resample import resample
@@ -37,10 +37,10 @@ from .text import HiggsTokenizer
 MODEL = "bosonai/higgs-tts-3-4b"
 MAX_CHARS = 2000
 MAX_SECONDS = 60.0
-#: Frames of left context per streamed chunk (the published streaming vocoder's overlap) and
-#: frames held back as right context (its hold-back); see ``streaming``.
-CONTEXT_FRAMES = 8
-LOOKAHEAD_FRAMES = 4
+#: The published streaming vocoder's left overlap and hold-back, in frames; omni's defaults
+#: are the decoder's exact receptive field on both sides instead (see ``streaming``).
+REFERENCE_CONTEXT_FRAMES = 8
+REFERENCE_HOLDBACK_FRAMES = 4
 #: The encoder zero-pads a reference shorter than this (as the published codec wrapper does).
 MIN_REFERENCE_SECONDS = 1.0
 
@@ -87,11 +87,11 @@ class HiggsPreprocessing:
         requested = data.get("max_new_tokens")
         if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int) or requested < 1):
             raise InvalidRequest(f"max_new_tokens must be a positive integer, got {requested!r}", param="max_new_tokens")
-        rows = min(cap, requested or cap)
+        rows = min(cap, requested or cap)  # the engine trims the default cap to its context, never an explicit request
         prefix, suffix = self.tokenizer.prompt_parts(text.strip(), ref_text)
         out = {
             "text": text, "prefix_ids": prefix, "suffix_ids": suffix, "zero_shot_ids": self.tokenizer.zero_shot(text.strip()),
-            "limits": GenerationLimits(0, rows).to_dict(), "seed": request_seed(data), **request_sampling(data),
+            "limits": GenerationLimits(0, rows).to_dict(), "explicit_max": requested is not None, "seed": request_seed(data), **request_sampling(data),
             "ref_wave": reference_wave(data, self.sample_rate),
         }
         return with_data(payload, out)
@@ -127,6 +127,21 @@ def prompt_ids(data: dict[str, Any], ref_codes: torch.Tensor | None) -> list[int
 class HiggsEngine:
     """``process`` submits one request to the running batch and streams its frames."""
 
+    def _limits(self, data: dict[str, Any], prompt_len: int) -> GenerationLimits:
+        """The request's row cap; the default one shrinks to the context the prompt leaves, an
+        explicit ``max_new_tokens`` that does not fit is the client's error."""
+        limits = GenerationLimits.from_dict(data["limits"])
+        room = self.batch.config.max_seq_len - prompt_len
+        if limits.max_new_tokens <= room:
+            return limits
+        if data.get("explicit_max") or room < self.batch.config.num_codebooks:
+            raise InvalidRequest(
+                f"a prompt of {prompt_len} positions plus max_new_tokens {limits.max_new_tokens} exceeds the engine's context of "
+                f"{self.batch.config.max_seq_len}; lower max_new_tokens to {max(room, 0)} or less, or shorten the text or reference audio",
+                param="max_new_tokens",
+            )
+        return GenerationLimits(0, room)
+
     def __init__(self, batch: HiggsBatch, params: SamplingParams, limits: BatchLimits, chunking: tuple[int, int], seed: int):
         self.batch, self.params, self.chunking, self.seed = batch, params, chunking, seed
         self.scheduler = StepScheduler(None, name=f"{MODEL} tts_engine", limits=limits, batch=batch)
@@ -138,7 +153,7 @@ class HiggsEngine:
         temperature, top_k = data.get("temperature"), data.get("top_k")
         params = SamplingParams(self.params.temperature if temperature is None else temperature, self.params.top_k if top_k is None else top_k)
         frames = self.scheduler.submit(
-            prompt, GenerationLimits.from_dict(data["limits"]), params, generator_for(self.seed, data["seed"], MODEL),
+            prompt, self._limits(data, prompt.shape[1]), params, generator_for(self.seed, data["seed"], MODEL),
             cancelled=lambda: is_cancelled(ctx), deadline=getattr(ctx, "deadline", None), chunking=self.chunking,
         )
         try:
@@ -149,10 +164,10 @@ class HiggsEngine:
 
 
 class StreamingCodecDecoder(nn.Module):
-    """The codec decoder as ``CodecVocoder`` drives it: latents ``[(B,) dim, T]`` -> audio, with
-    ``context_frames`` of left context per chunk (``StreamingDecode``)."""
+    """The codec decoder as ``HiggsVocoder`` drives it: latents ``[(B,) dim, T]`` -> audio, with
+    ``context_frames`` of left context per chunk."""
 
-    def __init__(self, codec: Any, context_frames: int = CONTEXT_FRAMES):
+    def __init__(self, codec: Any, context_frames: int):
         super().__init__()
         self.codec = codec
         self.hop = codec.shape.hop
@@ -200,14 +215,25 @@ def build_vocoder(
     model_path: str | None = None,
     device: str | None = None,
     max_batch_size: int | None = None,
-    lookahead_frames: int = LOOKAHEAD_FRAMES,
+    context_frames: int | None = None,
+    lookahead_frames: int | None = None,
     num_threads: int | None = None,
 ) -> HiggsVocoder:
+    """``context_frames`` / ``lookahead_frames``: left context and held-back right context per
+    streamed chunk; None is the decoder's receptive field (streamed audio equals a full decode).
+    Smaller values lower the first chunk's latency at the cost of edge error at every chunk
+    boundary (the published vocoder: 8 and 4; measured in the parity table)."""
     if num_threads is not None:
         torch.set_num_threads(num_threads)
     device = resolve_device(device)
     codec = load_higgs_codec(require_path(model_path, load_format), device, False)
+    exact = receptive_frames(codec.acoustic_decoder)
+    for name, value in (("context_frames", context_frames), ("lookahead_frames", lookahead_frames)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"factory_args.{name}: {value!r} is not allowed; an integer >= 0 (or null: the decoder's receptive field, {exact})")
+    decoder = StreamingCodecDecoder(codec, exact if context_frames is None else context_frames)
     return HiggsVocoder(
-        right_frames=lookahead_frames, model=MODEL, stage="vocoder", frontend=lambda first_chunk: codec.latents, decoder=StreamingCodecDecoder(codec),  # type: ignore[arg-type]
+        right_frames=exact if lookahead_frames is None else lookahead_frames, model=MODEL, stage="vocoder",
+        frontend=lambda first_chunk: codec.latents, decoder=decoder,  # type: ignore[arg-type]
         audio=AudioFormat(codec.shape.sample_rate, 1), device=device, max_batch_size=max_batch_size,
     )
