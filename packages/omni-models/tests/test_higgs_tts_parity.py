@@ -176,3 +176,34 @@ def teardown_module(module):
         lines = ["", "| model | part | cases | codes equal | waveform max error |", "|---|---|---|---|---|"]
         lines += [f"| {m} | {p} | {c} | {e} | {w} |" for m, p, c, e, w in TABLE]
         sys.stdout.write("\n".join(lines) + "\n")
+
+
+def test_the_published_shapes_give_the_reference_parameter_trees():
+    """At the published sizes (Qwen3 body of 36 layers, width 2560, 32/8 heads of 128, MLP 9728,
+    vocabulary 151936, 8 x 1026 audio rows; the published tokenizer configuration), omni's modules
+    have exactly the reference classes' parameter names and shapes (built on the meta device)."""
+    from transformers import HiggsAudioV2TokenizerConfig, HiggsAudioV2TokenizerModel, Qwen3Config, Qwen3Model
+
+    from omni_models.higgs_tts_real.backbone import HiggsBackbone
+    from omni_models.higgs_tts_real.checkpoint import PUBLISHED_CODEC_CONFIG, AudioShape, BackboneShape
+    from omni_models.higgs_tts_real.codec import CodecShape, HiggsCodec
+
+    text = {"hidden_size": 2560, "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+            "intermediate_size": 9728, "vocab_size": 151936}
+    with torch.device("meta"):
+        reference = Qwen3Model(Qwen3Config(**text)).state_dict()
+        ours = HiggsBackbone(BackboneShape(2560, 36, 32, 8, 128, 9728, 151936, 1e-6, 1e6, 40960), AudioShape(8, 1026, True)).state_dict()
+        codec_reference = HiggsAudioV2TokenizerModel(HiggsAudioV2TokenizerConfig(**PUBLISHED_CODEC_CONFIG)).state_dict()
+        codec_ours = HiggsCodec(CodecShape.from_config(PUBLISHED_CODEC_CONFIG), PUBLISHED_CODEC_CONFIG["semantic_model_config"]).state_dict()
+    ours = {("embed_tokens.weight" if k == "text_embedding.weight" else k): v for k, v in ours.items()}
+    assert tuple(ours.pop("audio_embedding.weight").shape) == (8 * 1026, 2560)
+    assert {k: tuple(v.shape) for k, v in ours.items()} == {k: tuple(v.shape) for k, v in reference.items()}
+    # the reference's decoder_semantic / fc1 are training-only (never used to encode or decode); its
+    # codebook EMA statistics are buffers omni does not read
+    unused = ("decoder_semantic.", "fc1.", "semantic_model.masked_spec_embed")
+    skipped = (".inited", ".cluster_size", ".embed_avg")
+    codec_reference = {k: tuple(v.shape) for k, v in codec_reference.items() if not k.startswith(unused) and not k.endswith(skipped)}
+    # weight norm: the reference keeps g and v (original0 / original1); omni folds them into one weight of v's shape
+    codec_reference = {k.replace(".parametrizations.weight.original1", ".weight"): v for k, v in codec_reference.items() if not k.endswith("original0")}
+    assert {k: tuple(v.shape) for k, v in codec_ours.items()} == codec_reference
+    assert CodecShape.from_config(PUBLISHED_CODEC_CONFIG).num_quantizers == HiggsAudioV2TokenizerConfig(**PUBLISHED_CODEC_CONFIG).num_quantizers == 8

@@ -26,7 +26,7 @@ from omni_models.common.limits import GenerationLimits
 from omni_models.common.sampling import SamplingParams, generator_for
 from omni_models.common.weights import CheckpointError
 from omni_models.higgs_tts_real import stages
-from omni_models.higgs_tts_real.checkpoint import HiggsCheckpoint
+from omni_models.higgs_tts_real.checkpoint import PUBLISHED_CODEC_CONFIG, HiggsCheckpoint
 from omni_models.higgs_tts_real.loading import load_backbone, load_higgs_codec
 
 pytestmark = pytest.mark.timeout(300)
@@ -44,7 +44,9 @@ def _copy(checkpoint: Path, tmp_path: Path) -> Path:
 
 def test_a_broken_directory_is_one_error_naming_every_file_key_and_fix(checkpoint, tmp_path):
     broken = _copy(checkpoint, tmp_path)
-    (broken / "audio_tokenizer" / "config.json").unlink()
+    config = json.loads((broken / "config.json").read_text())
+    config["audio_encoder_config"]["num_codebooks"] = 8
+    (broken / "config.json").write_text(json.dumps(config))
     index = json.loads((broken / "model.safetensors.index.json").read_text())
     del index["weight_map"]["body.layers.1.mlp.up_proj.weight"]
     (broken / "model.safetensors.index.json").write_text(json.dumps(index))
@@ -57,7 +59,7 @@ def test_a_broken_directory_is_one_error_naming_every_file_key_and_fix(checkpoin
         HiggsCheckpoint.open(broken)
     message = str(caught.value)
     for part in (
-        f"{broken}/audio_tokenizer/config.json", "copy the Higgs Audio v2 tokenizer's config.json",
+        f"{broken}/config.json: audio_encoder_config.num_codebooks", "8, but the audio tokenizer has 4 codebooks",
         "body.layers.1.mlp.up_proj.weight", f"{broken}/{shard.name}: (file)", "download every shard the index lists",
         "added_tokens[<|audio|>]",
     ):
@@ -72,6 +74,19 @@ def test_a_config_that_does_not_fit_the_weights_names_the_key_and_shapes(checkpo
     (broken / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"layers\.0\.mlp\.gate_proj\.weight: shape \(96, 64\), config\.json gives \(128, 64\)"):
         load_backbone(str(broken), "cpu")
+
+
+def test_without_audio_tokenizer_config_the_published_tokenizer_configuration_applies(checkpoint, tmp_path):
+    from omni_models.higgs_tts_real.codec import CodecShape, HiggsCodec, receptive_frames
+
+    published = _copy(checkpoint, tmp_path)
+    shutil.rmtree(published / "audio_tokenizer")
+    with pytest.raises(CheckpointError, match="4, but the audio tokenizer has 8 codebooks"):  # the tiny checkpoint has 4
+        HiggsCheckpoint.open(published)
+    shape = CodecShape.from_config(PUBLISHED_CODEC_CONFIG)
+    assert (shape.hop, shape.frame_rate, shape.num_quantizers, shape.semantic_downsample, shape.hidden) == (960, 25, 8, 2, 1024)
+    with torch.device("meta"):
+        assert receptive_frames(HiggsCodec(shape).acoustic_decoder) == 11
 
 
 def test_single_file_and_sharded_checkpoints_load_the_same(checkpoint, tmp_path):

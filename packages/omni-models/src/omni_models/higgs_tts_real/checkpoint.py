@@ -13,9 +13,10 @@ A ``--weights DIR`` directory in the Hugging Face layout holds:
   tokenizer's own weights under ``tied.embedding.modality_embeddings.0.model.``;
 - ``tokenizer.json`` (with the ``<|tts|>``, ``<|ref_audio|>``, ``<|text|>``, ``<|audio|>`` and
   optionally ``<|ref_text|>`` added tokens);
-- ``audio_tokenizer/config.json``: the Higgs Audio v2 tokenizer's config (the published
-  tokenizer repository's ``config.json``), and optionally its own ``model.safetensors``, which
-  then takes precedence over the bundled codec weights.
+- optionally ``audio_tokenizer/``: a Higgs Audio v2 tokenizer ``config.json`` and its own
+  ``model.safetensors``, which then take precedence. The published checkpoint carries the
+  codec's weights but not its config; without ``audio_tokenizer/config.json`` omni uses the
+  published tokenizer's configuration (``PUBLISHED_CODEC_CONFIG``).
 
 Every problem is collected and raised at once as one ``CheckpointError`` naming the file, the
 key and the fix, before any module is built.
@@ -42,6 +43,23 @@ TEXT_EMBEDDING = "tied.embedding.text_embedding.weight"
 BODY_PREFIX = "body."
 SPECIAL_TOKENS = ("<|tts|>", "<|ref_audio|>", "<|text|>", "<|audio|>")
 INDEX_FILE = "model.safetensors.index.json"
+CODEC_CONFIG_FILE = "audio_tokenizer/config.json"
+
+#: The published Higgs Audio v2 tokenizer's configuration (bosonai/higgs-audio-v2-tokenizer):
+#: 24 kHz, DAC strides 8*5*4*2*3 = 960 samples per frame (25 frames/s), 8 codebooks of 1024
+#: (2 kbps / (10 bits * 25 Hz)), semantic features from a HuBERT-base at 16 kHz, every 2nd frame.
+PUBLISHED_CODEC_CONFIG: dict[str, Any] = {
+    "model_type": "higgs_audio_v2_tokenizer", "sample_rate": 24000, "semantic_sample_rate": 16000, "downsample_factor": 320,
+    "target_bandwidths": [0.5, 1, 1.5, 2], "codebook_size": 1024, "codebook_dim": 64, "kernel_size": 3, "unit_kernel_size": 3,
+    "channel_ratios": [1, 1], "strides": [1, 1], "block_dilations": [1, 1],
+    "acoustic_model_config": {"model_type": "dac", "encoder_hidden_size": 64, "decoder_hidden_size": 1024, "hidden_size": 256,
+                              "downsampling_ratios": [8, 5, 4, 2, 3], "upsampling_ratios": [8, 5, 4, 2, 3]},
+    "semantic_model_config": {"model_type": "hubert", "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                              "num_attention_heads": 12, "conv_dim": [512] * 7, "conv_kernel": [10, 3, 3, 3, 3, 2, 2],
+                              "conv_stride": [5, 2, 2, 2, 2, 2, 2], "conv_bias": False, "feat_extract_norm": "group",
+                              "do_stable_layer_norm": False, "num_conv_pos_embeddings": 128, "num_conv_pos_embedding_groups": 16,
+                              "layer_norm_eps": 1e-5},
+}
 
 
 @dataclass(frozen=True)
@@ -180,6 +198,11 @@ class HiggsCheckpoint:
     codec_config: dict[str, Any]
     codec_files: tuple[Path, ...]
 
+    @property
+    def codec_config_source(self) -> str:
+        path = self.root / CODEC_CONFIG_FILE
+        return str(path) if path.exists() else "the published tokenizer configuration (built in; no audio_tokenizer/config.json)"
+
     @classmethod
     def open(cls, directory: str | Path) -> HiggsCheckpoint:
         root = Path(directory)
@@ -201,10 +224,16 @@ class HiggsCheckpoint:
             for token in SPECIAL_TOKENS:
                 if token not in added:
                     problems.add("tokenizer.json", f"added_tokens[{token}]", "the Higgs TTS prompt needs this special token", "use the tokenizer.json published with the checkpoint")
-        codec_config = _read_json(
-            root, "audio_tokenizer/config.json", problems,
-            "copy the Higgs Audio v2 tokenizer's config.json (bosonai/higgs-audio-v2-tokenizer) to audio_tokenizer/config.json",
-        ) or {}
+        codec_config = PUBLISHED_CODEC_CONFIG
+        if (root / CODEC_CONFIG_FILE).exists():
+            codec_config = _read_json(root, CODEC_CONFIG_FILE, problems, "fix the file, or remove it to use the published tokenizer configuration") or {}
+        if codec_config and config:
+            from .codec import CodecShape
+
+            quantizers = CodecShape.from_config(codec_config).num_quantizers
+            if quantizers != audio.num_codebooks:
+                problems.add("config.json", "audio_encoder_config.num_codebooks", f"{audio.num_codebooks}, but the audio tokenizer has {quantizers} codebooks",
+                             "use the config.json published with the checkpoint, or the tokenizer config that belongs to it")
         weight_map = _weight_map(root, problems)
         codec_files = tuple(sorted((root / "audio_tokenizer").glob("*.safetensors")))
         if weight_map:

@@ -363,7 +363,7 @@ def _fold_weight_norm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]
     return out
 
 
-def load_codec(config: dict[str, Any], state: dict[str, torch.Tensor], *, encoder: bool, source: str) -> HiggsCodec:
+def load_codec(config: dict[str, Any], state: dict[str, torch.Tensor], *, encoder: bool, source: str, config_source: str = "the codec config") -> HiggsCodec:
     """Build the codec from its ``config.json`` and tensors; every missing or misshapen tensor is
     reported at once (``source`` names where they came from). ``encoder`` also loads the parts
     that encode reference audio (acoustic and semantic encoders, HuBERT, ``fc``)."""
@@ -377,9 +377,9 @@ def load_codec(config: dict[str, Any], state: dict[str, torch.Tensor], *, encode
     problems += [f"{k}: shape {tuple(state[k].shape)}, the config gives {tuple(v.shape)}" for k, v in expected.items() if k in state and state[k].shape != v.shape]
     if problems:
         raise CheckpointError(
-            f"{source}: the audio tokenizer's weights do not fit audio_tokenizer/config.json:\n  " + "\n  ".join(problems[:12])
+            f"{source}: the audio tokenizer's weights do not fit {config_source}:\n  " + "\n  ".join(problems[:12])
             + ("\n  ..." if len(problems) > 12 else "")
-            + "\n  fix: use the tokenizer config.json that belongs to these weights (bosonai/higgs-audio-v2-tokenizer)"
+            + "\n  fix: put the tokenizer config.json that belongs to these weights in audio_tokenizer/config.json"
         )
     codec.load_state_dict({k: state[k] for k in expected}, strict=True)
     return codec.eval().requires_grad_(False)

@@ -66,4 +66,4 @@ def load_backbone(model_path: str, device: str, dtype: str = "float32") -> Higgs
 def load_higgs_codec(model_path: str, device: str, encoder: bool) -> HiggsCodec:
     ckpt = open_checkpoint(model_path)
     source = str(ckpt.codec_files[0].parent) if ckpt.codec_files else f"{ckpt.root} (bundled tied.embedding.modality_embeddings.0.model.*)"
-    return load_codec(ckpt.codec_config, ckpt.codec_tensors(), encoder=encoder, source=source).to(device)
+    return load_codec(ckpt.codec_config, ckpt.codec_tensors(), encoder=encoder, source=source, config_source=ckpt.codec_config_source).to(device)

@@ -27,7 +27,7 @@ from omni_models.common.stages import AudioFormat, emit_codes, is_cancelled, req
 from omni_models.common.weights import resolve_device
 from omni_runtime.errors import InvalidRequest
 
-from .codec import receptive_frames
+from .codec import CodecShape, receptive_frames
 from .engine import AUDIO_PLACEHOLDER, HiggsBatch
 from .loading import load_backbone, load_higgs_codec, open_checkpoint, require_path
 from .resample import resample
@@ -70,8 +70,10 @@ class HiggsPreprocessing:
     def __init__(self, model_path: str):
         ckpt = open_checkpoint(model_path)
         self.tokenizer = HiggsTokenizer(ckpt.root / "tokenizer.json")
-        self.sample_rate = int(ckpt.codec_config.get("sample_rate", 24000))
-        self.num_codebooks = ckpt.audio.num_codebooks
+        codec = CodecShape.from_config(ckpt.codec_config)
+        self.sample_rate = codec.sample_rate
+        # rows: frames at the codec's rate plus the delay pattern's N - 1 extra rows
+        self.max_rows = math.ceil(MAX_SECONDS * codec.frame_rate) + ckpt.audio.num_codebooks - 1
 
     def process(self, payload: Any, ctx: Any = None) -> Any:
         data = payload.data
@@ -83,7 +85,7 @@ class HiggsPreprocessing:
         ref_text = data.get("ref_text")
         if ref_text is not None and not isinstance(ref_text, str):
             raise InvalidRequest("ref_text must be a string", param="ref_text")
-        cap = math.ceil(MAX_SECONDS * 25) + self.num_codebooks - 1
+        cap = self.max_rows
         requested = data.get("max_new_tokens")
         if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int) or requested < 1):
             raise InvalidRequest(f"max_new_tokens must be a positive integer, got {requested!r}", param="max_new_tokens")
@@ -127,6 +129,10 @@ def prompt_ids(data: dict[str, Any], ref_codes: torch.Tensor | None) -> list[int
 class HiggsEngine:
     """``process`` submits one request to the running batch and streams its frames."""
 
+    def __init__(self, batch: HiggsBatch, params: SamplingParams, limits: BatchLimits, chunking: tuple[int, int], seed: int):
+        self.batch, self.params, self.chunking, self.seed = batch, params, chunking, seed
+        self.scheduler = StepScheduler(None, name=f"{MODEL} tts_engine", limits=limits, batch=batch)
+
     def _limits(self, data: dict[str, Any], prompt_len: int) -> GenerationLimits:
         """The request's row cap; the default one shrinks to the context the prompt leaves, an
         explicit ``max_new_tokens`` that does not fit is the client's error."""
@@ -141,10 +147,6 @@ class HiggsEngine:
                 param="max_new_tokens",
             )
         return GenerationLimits(0, room)
-
-    def __init__(self, batch: HiggsBatch, params: SamplingParams, limits: BatchLimits, chunking: tuple[int, int], seed: int):
-        self.batch, self.params, self.chunking, self.seed = batch, params, chunking, seed
-        self.scheduler = StepScheduler(None, name=f"{MODEL} tts_engine", limits=limits, batch=batch)
 
     def process(self, payload: Any, ctx: Any) -> Any:
         data = payload.data
