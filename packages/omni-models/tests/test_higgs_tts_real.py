@@ -179,3 +179,37 @@ def test_omni_synthesize_runs_the_checkpoint_and_refuses_a_broken_one(checkpoint
     result = omni("synthesize", "hello", "-o", "x.wav", "--model", "bosonai/higgs-tts-3-4b-hf", "--device", "cpu", "--weights", str(broken), cwd=tmp_path)
     assert result.returncode != 0 and f"{broken}/tokenizer.json: (file)" in result.stderr and "fix:" in result.stderr
     assert not (tmp_path / "x.wav").exists()
+
+
+def _wav_bytes(seconds: float, rate: int = 16000) -> bytes:
+    import io
+
+    t = torch.arange(int(rate * seconds)) / rate
+    samples = (0.3 * torch.sin(2 * torch.pi * 220 * t) * 32767).to(torch.int16)
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(samples.numpy().tobytes())
+    return buffer.getvalue()
+
+
+def test_voice_cloning_and_client_errors_through_the_runtime(checkpoint):
+    """Real processes (tts_frontend, pipeline, vocoder): a 16 kHz WAV reference with its transcript is
+    encoded by the audio_encoder and conditions generation; an explicit max_new_tokens beyond the
+    context is the client's error naming the field."""
+    from omni_config import load_model
+    from omni_runtime import RequestFailed, Runtime
+
+    config = load_model("bosonai/higgs-tts-3-4b-hf", ["--stages.tts_engine.factory_args.max_seq_len=256"])
+    with Runtime.running(config, device="cpu", model_path=str(checkpoint)) as rt:
+        base = {"text": "hello there", "temperature": 0.0, "max_new_tokens": 20}
+        zero_shot = rt.synthesize(base)
+        cloned = rt.synthesize({**base, "ref_audio": _wav_bytes(1.5), "ref_text": "a reference voice"})
+        for result in (zero_shot, cloned):
+            assert result["sample_rate"] == 24000 and result["audio"].shape[-1] == result["num_frames"] * 960 > 0
+        assert not torch.equal(zero_shot["audio"][: 960 * 4], cloned["audio"][: 960 * 4])  # the reference conditions the codes
+        with pytest.raises(RequestFailed) as failed:
+            rt.synthesize({**base, "max_new_tokens": 400})
+        assert failed.value.kind == "invalid_request" and failed.value.param == "max_new_tokens"
