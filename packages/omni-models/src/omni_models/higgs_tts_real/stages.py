@@ -194,7 +194,7 @@ def build_tts_engine(
     load_format: str = "safetensors",
     model_path: str | None = None,
     device: str | None = None,
-    dtype: str = "float32",
+    dtype: str = "auto",
     seed: int = 1234,
     temperature: float = 0.7,
     top_k: int = 50,
@@ -208,7 +208,10 @@ def build_tts_engine(
     if num_threads is not None:
         torch.set_num_threads(num_threads)
     path = require_path(model_path, load_format)
-    batch = HiggsBatch(load_backbone(path, resolve_device(device), dtype), max_seq_len)
+    device = resolve_device(device)
+    if dtype == "auto":  # the published weights are bfloat16; the CPU runs float32 (parity is proven there)
+        dtype = "bfloat16" if str(device).startswith("cuda") else "float32"
+    batch = HiggsBatch(load_backbone(path, device, dtype), max_seq_len)
     return HiggsEngine(batch, SamplingParams(temperature, top_k), BatchLimits(max_batch_size, max_batch_tokens), (first_chunk_frames, chunk_frames), seed)
 
 
