@@ -89,6 +89,26 @@ def test_without_audio_tokenizer_config_the_published_tokenizer_configuration_ap
         assert receptive_frames(HiggsCodec(shape).acoustic_decoder) == 11
 
 
+def test_without_weights_the_snapshot_in_the_hugging_face_cache_is_used(checkpoint, tmp_path, monkeypatch):
+    from omni_models.higgs_tts_real.hf_cache import cached_snapshot
+
+    repo = tmp_path / "hub" / "models--bosonai--higgs-tts-3-4b"
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    with pytest.raises(CheckpointError, match=f"no snapshot of bosonai/higgs-tts-3-4b under {repo}"):
+        cached_snapshot()
+    for revision in ("0123abc", "4567def"):
+        shutil.copytree(checkpoint, repo / "snapshots" / revision)
+    with pytest.raises(CheckpointError, match="several snapshots and no refs/main"):
+        cached_snapshot()
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("4567def")
+    assert cached_snapshot() == repo / "snapshots" / "4567def"
+    result = omni("synthesize", "hello", "-o", "out.wav", "--model", "bosonai/higgs-tts-3-4b-hf", "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr  # the worker processes inherit HF_HOME: no --weights needed
+    assert (tmp_path / "out.wav").stat().st_size > 44
+
+
 def test_single_file_and_sharded_checkpoints_load_the_same(checkpoint, tmp_path):
     single = write_checkpoint(tmp_path / "single", reference=False, shards=1).root
     a, b = load_backbone(str(single), "cpu"), load_backbone(str(checkpoint), "cpu")

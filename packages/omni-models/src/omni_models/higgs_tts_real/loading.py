@@ -13,17 +13,19 @@ from omni_models.common.weights import CheckpointError
 from .backbone import HiggsBackbone
 from .checkpoint import AUDIO_EMBEDDING, AUDIO_HEAD, BODY_PREFIX, TEXT_EMBEDDING, HiggsCheckpoint
 from .codec import HiggsCodec, load_codec
+from .hf_cache import cached_snapshot
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def require_path(model_path: str | None, load_format: str) -> str:
-    if load_format != "safetensors" or not model_path:
+    """``--weights DIR``, else the published checkpoint's snapshot in the local Hugging Face cache."""
+    if load_format != "safetensors":
         raise CheckpointError(
-            "the real Higgs-TTS pipeline runs the published checkpoint only (no random weights)\n"
-            "  fix: omni serve --model bosonai/higgs-tts-3-4b-hf --weights DIR  (DIR: the downloaded bosonai/higgs-tts-3-4b)"
+            f"load_format {load_format!r}: the real Higgs-TTS pipeline runs the published checkpoint only (no random weights)\n"
+            "  fix: drop the load_format override (bosonai/higgs-tts-3-4b serves random weights of this shape)"
         )
-    return str(Path(model_path))
+    return str(Path(model_path)) if model_path else str(cached_snapshot())
 
 
 @functools.cache
