@@ -207,3 +207,23 @@ def test_the_published_shapes_give_the_reference_parameter_trees():
     codec_reference = {k.replace(".parametrizations.weight.original1", ".weight"): v for k, v in codec_reference.items() if not k.endswith("original0")}
     assert {k: tuple(v.shape) for k, v in codec_ours.items()} == codec_reference
     assert CodecShape.from_config(PUBLISHED_CODEC_CONFIG).num_quantizers == HiggsAudioV2TokenizerConfig(**PUBLISHED_CODEC_CONFIG).num_quantizers == 8
+
+
+def test_resampling_matches_torchaudio():
+    """The semantic model's input: omni's windowed-sinc resampler against torchaudio's (24 -> 16 kHz and
+    the reference-audio rates a client may send)."""
+    import torchaudio.functional as AF
+
+    from omni_models.higgs_tts_real.resample import resample
+
+    wave = torch.randn(2, 12345, generator=torch.Generator().manual_seed(5))  # unit variance, peak about 4
+    errors = {}
+    for source, target in ((24000, 16000), (16000, 24000), (44100, 24000), (48000, 24000), (22050, 24000)):
+        ours, theirs = resample(wave, source, target), AF.resample(wave, source, target)
+        assert ours.shape == theirs.shape
+        errors[(source, target)] = float((ours - theirs).abs().max())
+    client = max(v for k, v in errors.items() if k != (24000, 16000))
+    TABLE.append(("higgs-tts (resampling)", "vs torchaudio: 24 -> 16 kHz (the semantic model's input); client rates 16/22.05/44.1/48 -> 24 kHz", 5, "—",
+                  f"{errors[(24000, 16000)]:.1e}; {client:.1e} (unit-variance noise)"))
+    assert errors[(24000, 16000)] < 1e-6
+    assert client < 1e-4  # float32 rounding of long kernels (22.05 and 44.1 kHz reduce to 147/160 and 147/80 phases)
