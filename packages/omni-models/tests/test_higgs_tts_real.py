@@ -27,6 +27,7 @@ from omni_models.common.sampling import SamplingParams, generator_for
 from omni_models.common.weights import CheckpointError
 from omni_models.higgs_tts_real import stages
 from omni_models.higgs_tts_real.checkpoint import PUBLISHED_CODEC_CONFIG, HiggsCheckpoint
+from omni_models.higgs_tts_real.engine import HiggsSamplingParams
 from omni_models.higgs_tts_real.loading import load_backbone, load_higgs_codec
 
 pytestmark = pytest.mark.timeout(300)
@@ -139,7 +140,7 @@ def _run(engine, prompts, limits, params, together: bool) -> list[torch.Tensor]:
     return out
 
 
-@pytest.mark.parametrize("params", [SamplingParams(0.0, 0), SamplingParams(0.9, 12)], ids=["greedy", "sampled"])
+@pytest.mark.parametrize("params", [SamplingParams(0.0, 0), SamplingParams(0.9, 12), HiggsSamplingParams(0.9, 12, 0.7)], ids=["greedy", "sampled", "nucleus"])
 def test_a_request_gets_the_same_codes_alone_and_in_a_batch_of_8(checkpoint, params):
     pre = stages.build_preprocessing(model_path=str(checkpoint))
     engine = stages.build_tts_engine(model_path=str(checkpoint), device="cpu", max_seq_len=512)
@@ -152,6 +153,23 @@ def test_a_request_gets_the_same_codes_alone_and_in_a_batch_of_8(checkpoint, par
     for a, b in zip(alone, together):
         assert torch.equal(a, b)
     engine.scheduler.close()
+
+
+def test_a_vanishing_nucleus_samples_the_most_likely_code_and_a_bad_top_p_is_the_clients_error(checkpoint):
+    from omni_runtime.errors import InvalidRequest
+
+    pre = stages.build_preprocessing(model_path=str(checkpoint))
+    engine = stages.build_tts_engine(model_path=str(checkpoint), device="cpu", max_seq_len=512)
+    prompts, limits = _prompts(engine, pre, 3)
+    greedy = _run(engine, prompts, limits, SamplingParams(0.0, 0), together=True)
+    vanishing = _run(engine, prompts, limits, HiggsSamplingParams(1.5, 0, 1e-6), together=True)  # hot, but a nucleus of one code
+    assert len(vanishing) == len(greedy) and all(torch.equal(a, b) for a, b in zip(vanishing, greedy))
+    hot = _run(engine, prompts, limits, HiggsSamplingParams(1.5, 0, 1.0), together=True)
+    assert not all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(hot, greedy))
+    engine.scheduler.close()
+    with pytest.raises(InvalidRequest) as bad:
+        pre.process(Payload({"text": "hi", "top_p": 1.5}))
+    assert bad.value.param == "top_p"
 
 
 def test_the_vocoder_streams_and_batches_what_a_full_decode_gives(checkpoint):

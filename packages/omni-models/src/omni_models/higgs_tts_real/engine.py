@@ -35,6 +35,37 @@ AUDIO_PLACEHOLDER = -100
 
 
 @dataclass(frozen=True)
+class HiggsSamplingParams(SamplingParams):
+    """The published sampler's knobs: temperature, then top-k, then top-p (nucleus) per codebook."""
+
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+def nucleus(logits: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
+    """``logits`` ``[B, N, V]`` with the codes outside each sampled row's nucleus set to -inf:
+    tempered, top-k filtered, then the smallest set of codes whose probability reaches ``top_p``
+    (the most likely code always stays). Row by row, so no row depends on the others."""
+    rows = [i for i, p in enumerate(params) if p.temperature > 0 and getattr(p, "top_p", 1.0) < 1.0]
+    for i in rows:
+        p = params[i]
+        tempered = logits[i] / p.temperature
+        if p.top_k and p.top_k < tempered.shape[-1]:
+            kth = tempered.topk(p.top_k, dim=-1).values[:, -1:]
+            tempered = tempered.masked_fill(tempered < kth, float("-inf"))
+        ordered, order = tempered.sort(dim=-1, descending=True)
+        beyond = ordered.softmax(dim=-1).cumsum(dim=-1) > p.top_p  # type: ignore[attr-defined]
+        beyond[:, 1:] = beyond[:, :-1].clone()
+        beyond[:, 0] = False
+        logits[i] = logits[i].masked_fill(torch.zeros_like(beyond).scatter(-1, order, beyond), float("-inf"))
+    return logits
+
+
+@dataclass(frozen=True)
 class HiggsEngineConfig:
     """What the scheduler reads of its batch's model (``config.max_seq_len``)."""
 
@@ -193,7 +224,7 @@ class HiggsBatch:
         if not self.rows:
             return []
         _, rows = self._ordered()
-        logits = self.model.audio_logits(torch.stack([r.hidden for r in rows]))
+        logits = nucleus(self.model.audio_logits(torch.stack([r.hidden for r in rows])), [r.params for r in rows])
         codes = sample_rows(logits, [r.params for r in rows], [r.noise for r in rows])
         results, feed = [], {}
         for row, sampled in zip(rows, codes.tolist()):

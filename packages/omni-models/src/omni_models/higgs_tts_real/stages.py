@@ -21,14 +21,14 @@ from torch import nn
 from omni_models.common.audio import MAX_REFERENCE_SECONDS, _decode_wav
 from omni_models.common.limits import GenerationLimits
 from omni_models.common.request import request_sampling
-from omni_models.common.sampling import SamplingParams, generator_for, request_seed
+from omni_models.common.sampling import generator_for, request_seed
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits, StepScheduler
 from omni_models.common.stages import AudioFormat, emit_codes, is_cancelled, require, with_data
 from omni_models.common.weights import resolve_device
 from omni_runtime.errors import InvalidRequest
 
 from .codec import CodecShape, receptive_frames
-from .engine import AUDIO_PLACEHOLDER, HiggsBatch
+from .engine import AUDIO_PLACEHOLDER, HiggsBatch, HiggsSamplingParams
 from .loading import load_backbone, load_higgs_codec, open_checkpoint, require_path
 from .resample import resample
 from .streaming import HiggsVocoder
@@ -91,8 +91,11 @@ class HiggsPreprocessing:
             raise InvalidRequest(f"max_new_tokens must be a positive integer, got {requested!r}", param="max_new_tokens")
         rows = min(cap, requested or cap)  # the engine trims the default cap to its context, never an explicit request
         prefix, suffix = self.tokenizer.prompt_parts(text.strip(), ref_text)
+        top_p = data.get("top_p")
+        if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
+            raise InvalidRequest(f"top_p must be a number in (0, 1], got {top_p!r}", param="top_p")
         out = {
-            "text": text, "prefix_ids": prefix, "suffix_ids": suffix, "zero_shot_ids": self.tokenizer.zero_shot(text.strip()),
+            "text": text, "top_p": None if top_p is None else float(top_p), "prefix_ids": prefix, "suffix_ids": suffix, "zero_shot_ids": self.tokenizer.zero_shot(text.strip()),
             "limits": GenerationLimits(0, rows).to_dict(), "explicit_max": requested is not None, "seed": request_seed(data), **request_sampling(data),
             "ref_wave": reference_wave(data, self.sample_rate),
         }
@@ -129,7 +132,7 @@ def prompt_ids(data: dict[str, Any], ref_codes: torch.Tensor | None) -> list[int
 class HiggsEngine:
     """``process`` submits one request to the running batch and streams its frames."""
 
-    def __init__(self, batch: HiggsBatch, params: SamplingParams, limits: BatchLimits, chunking: tuple[int, int], seed: int):
+    def __init__(self, batch: HiggsBatch, params: HiggsSamplingParams, limits: BatchLimits, chunking: tuple[int, int], seed: int):
         self.batch, self.params, self.chunking, self.seed = batch, params, chunking, seed
         self.scheduler = StepScheduler(None, name=f"{MODEL} tts_engine", limits=limits, batch=batch)
 
@@ -152,8 +155,11 @@ class HiggsEngine:
         data = payload.data
         ref_codes = require(data, "ref_codes", MODEL, "tts_engine")
         prompt = self.batch.prompt(prompt_ids(data, ref_codes), ref_codes)
-        temperature, top_k = data.get("temperature"), data.get("top_k")
-        params = SamplingParams(self.params.temperature if temperature is None else temperature, self.params.top_k if top_k is None else top_k)
+        temperature, top_k, top_p = data.get("temperature"), data.get("top_k"), data.get("top_p")
+        params = HiggsSamplingParams(
+            self.params.temperature if temperature is None else temperature, self.params.top_k if top_k is None else top_k,
+            self.params.top_p if top_p is None else top_p,
+        )
         frames = self.scheduler.submit(
             prompt, self._limits(data, prompt.shape[1]), params, generator_for(self.seed, data["seed"], MODEL),
             cancelled=lambda: is_cancelled(ctx), deadline=getattr(ctx, "deadline", None), chunking=self.chunking,
@@ -198,6 +204,7 @@ def build_tts_engine(
     seed: int = 1234,
     temperature: float = 0.7,
     top_k: int = 50,
+    top_p: float = 1.0,
     chunk_frames: int = 25,
     first_chunk_frames: int = 8,
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
@@ -212,7 +219,7 @@ def build_tts_engine(
     if dtype == "auto":  # the published weights are bfloat16; the CPU runs float32 (parity is proven there)
         dtype = "bfloat16" if str(device).startswith("cuda") else "float32"
     batch = HiggsBatch(load_backbone(path, device, dtype), max_seq_len)
-    return HiggsEngine(batch, SamplingParams(temperature, top_k), BatchLimits(max_batch_size, max_batch_tokens), (first_chunk_frames, chunk_frames), seed)
+    return HiggsEngine(batch, HiggsSamplingParams(temperature, top_k, top_p), BatchLimits(max_batch_size, max_batch_tokens), (first_chunk_frames, chunk_frames), seed)
 
 
 def build_vocoder(
