@@ -105,9 +105,12 @@ def test_without_weights_the_snapshot_in_the_hugging_face_cache_is_used(checkpoi
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("4567def")
     assert cached_snapshot() == repo / "snapshots" / "4567def"
-    result = omni("synthesize", "hello", "-o", "out.wav", "--model", "bosonai/higgs-tts-3-4b-hf", "--device", "cpu", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr  # the worker processes inherit HF_HOME: no --weights needed
-    assert (tmp_path / "out.wav").stat().st_size > 44
+    # what each stage factory does when the runtime passes no model_path (no --weights)
+    pre = stages.build_preprocessing(model_path=None)
+    engine = stages.build_tts_engine(model_path=None, device="cpu", max_seq_len=256)
+    assert torch.equal(engine.batch.model.audio_embedding.weight, load_backbone(str(checkpoint), "cpu").audio_embedding.weight)
+    assert pre.process(Payload({"text": "hello"})).data["zero_shot_ids"][0] == pre.tokenizer.tts
+    engine.scheduler.close()
 
 
 def test_single_file_and_sharded_checkpoints_load_the_same(checkpoint, tmp_path):
