@@ -105,6 +105,19 @@ def _randomise(module: torch.nn.Module, seed: int) -> None:
                 p.copy_(torch.randn(p.shape, generator=gen) * (0.3 if p.dim() < 2 else 1.0 / max(1.0, p.shape[-1] ** 0.5) * (3 if "conv" in name else 1)))
 
 
+def _scale_output(decoder: torch.nn.Module, seed: int) -> None:
+    """Scale the last conv so random codes give audio of std ~0.2, away from the [-1, 1] clamp."""
+    probe = torch.randint(0, CODEBOOK, (2, GROUPS, 30), generator=torch.Generator().manual_seed(seed))
+    last = decoder.decoder[-1]
+    seen = []
+    hook = last.register_forward_hook(lambda _m, _i, out: seen.append(out))
+    with torch.no_grad():
+        last.conv.bias.zero_()
+        decoder(probe)
+        last.conv.weight.mul_(0.2 / float(seen[0].std()))
+    hook.remove()
+
+
 def write_checkpoint(directory: Path, variant: str, *, size: str = "1b7", hidden: int = 32, layers: int = 2, seed: int = 0,
                      predictor_hidden: int = 24, text_hidden: int = 48, heads: int = 4, codec_hidden: int = 32) -> Path:
     """A random checkpoint of ``variant`` (base | custom_voice | voice_design) in the published layout."""
@@ -160,6 +173,7 @@ def write_checkpoint(directory: Path, variant: str, *, size: str = "1b7", hidden
     )
     codec = Qwen3TTSTokenizerV2Model(codec_config)
     _randomise(codec.decoder, seed + 1)
+    _scale_output(codec.decoder, seed)
     codec.save_pretrained(str(codec_dir), safe_serialization=True)
     (codec_dir / "preprocessor_config.json").write_text(json.dumps({
         "feature_extractor_type": "EncodecFeatureExtractor", "feature_size": 1, "sampling_rate": 24000, "padding_side": "right",
