@@ -14,7 +14,7 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-nox.options.sessions = ["lint", "omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration", "browser", "ray"]
+nox.options.sessions = ["lint", "omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration", "browser", "ray", "parity"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = False
 
@@ -169,3 +169,37 @@ def browser(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, "selenium>=4.20")
     session.env["OMNI_REQUIRE_BROWSER"] = "1"  # here a missing browser fails the session instead of skipping
     _pytest(session, "packages/omni-runtime/browser_tests")
+
+
+# Reference implementations each parity venv installs next to omni-models (reference code lives in these venvs only).
+# qwen-tts pins transformers 4.57.3 / accelerate 1.12.0 and declares gradio, torchaudio, sox and onnxruntime, which its
+# 12 Hz path never calls: it is installed --no-deps with what that path imports.
+PARITY_REFERENCES = {
+    "qwen3_tts": {
+        "deps": ["transformers==4.57.3", "accelerate==1.12.0", "librosa>=0.10", "soundfile>=0.12", "einops>=0.7"],
+        "no_deps": ["qwen-tts==0.1.1"],
+        "tests": "packages/omni-models/parity_tests",
+    },
+}
+
+
+@nox.session(name="parity")
+@nox.parametrize("model", list(PARITY_REFERENCES))
+def parity(session: nox.Session, model: str) -> None:
+    """omni's real-checkpoint models against their reference implementations on tiny checkpoints in the published layout."""
+    reference = PARITY_REFERENCES[model]
+    _install(session, "omni-models")
+    session.install(*CONSTRAINTS, *reference["deps"])
+    if reference.get("no_deps"):
+        session.install("--no-deps", *reference["no_deps"])
+    _pytest(session, reference["tests"])
+
+
+@nox.session
+def bench_real(session: nox.Session) -> None:
+    """Qwen3-TTS 12 Hz on a mid-size random checkpoint in the published layout: omni's batched engine vs qwen-tts (batched call, one call per text)."""
+    reference = PARITY_REFERENCES["qwen3_tts"]
+    _install(session, "omni-models", extras="")
+    session.install(*CONSTRAINTS, *reference["deps"])
+    session.install("--no-deps", *reference["no_deps"])
+    session.run("python", "benchmarks/real_bench.py", *session.posargs)

@@ -164,6 +164,7 @@ def _stream_decode(decoder: CodecDecoder, codes: torch.Tensor, context: torch.Te
     return torch.cat(ctx.audio), bounds
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("variant", ["custom_voice", "voice_design", "base"])
 def test_parity(tmp_path: Path, variant: str) -> None:
     directory = write_checkpoint(tmp_path / variant, variant, seed={"custom_voice": 1, "voice_design": 2, "base": 3}[variant])
@@ -209,6 +210,7 @@ def test_parity(tmp_path: Path, variant: str) -> None:
     assert wave_error <= WAVE_TOLERANCE
 
 
+@pytest.mark.timeout(600)
 def test_public_api_audio_matches(tmp_path: Path) -> None:
     """The reference's user-facing call (audio only) equals omni's codes decoded by omni's decoder."""
     directory = write_checkpoint(tmp_path / "cv", "custom_voice", seed=4)
@@ -226,6 +228,7 @@ def test_public_api_audio_matches(tmp_path: Path) -> None:
         assert np.abs(audio - expected).max() <= WAVE_TOLERANCE
 
 
+@pytest.mark.timeout(600)
 def test_speaker_encoder_matches(tmp_path: Path) -> None:
     """Base: omni's log-mel + ECAPA x-vector equals the reference's ``extract_speaker_embedding``."""
     directory = write_checkpoint(tmp_path / "base", "base", seed=5)

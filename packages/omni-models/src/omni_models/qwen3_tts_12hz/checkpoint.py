@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -165,31 +166,28 @@ def verify(directory: Path) -> None:
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: not a directory\n  fix:  pass the checkpoint directory (it holds config.json and model.safetensors)")
     problems: list[str] = []
-    specs = []
-    for reader, where in ((read_model_spec, directory), (read_codec_spec, directory)):
+
+    def attempt(step: Any) -> Any:
         try:
-            specs.append(reader(where))
+            return step()
         except CheckpointError as exc:
             problems.append(str(exc))
-    try:
-        read_generation_defaults(directory)
-    except CheckpointError as exc:
-        problems.append(str(exc))
-    try:
-        TextTokenizer(directory)
-    except CheckpointError as exc:
-        problems.append(str(exc))
-    if len(specs) == 2:
-        model, codec = specs
-        with torch.device("meta"):
-            parts = [(Talker(model), "talker.", directory)]
+            return None
+
+    model = attempt(lambda: read_model_spec(directory))
+    codec = attempt(lambda: read_codec_spec(directory))
+    attempt(lambda: read_generation_defaults(directory))
+    attempt(lambda: TextTokenizer(directory))
+    parts = []
+    with torch.device("meta"):
+        if model is not None:
+            parts.append((Talker(model), "talker.", directory))
             if model.speaker_encoder is not None:
                 parts.append((SpeakerEncoder(model.speaker_encoder), "speaker_encoder.", directory))
+        if codec is not None:
             parts.append((CodecDecoder(codec), "decoder.", directory / CODEC_DIR))
-        for module, prefix, where in parts:
-            try:
-                problems += _Files(where).problems(expected(module, prefix))
-            except CheckpointError as exc:
-                problems.append(str(exc))
+    for module, prefix, where in parts:
+        found = attempt(lambda where=where, module=module, prefix=prefix: _Files(where).problems(expected(module, prefix)))
+        problems += found or []
     if problems:
         raise CheckpointError("\n".join(dict.fromkeys(problems)))

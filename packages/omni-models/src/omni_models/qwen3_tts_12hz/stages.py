@@ -13,6 +13,7 @@ vocoder        the 12 Hz codec decoder, streaming: each chunk decoded with the r
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +74,15 @@ class Preprocessing:
         spec = checkpoint.model
         self.tokenizer = TextTokenizer(checkpoint.directory)
         self.speaker_encoder = checkpoint.speaker_encoder(device) if spec.variant == "base" else None
-        self.reference_encoder = None
-        if spec.variant == "base" and clone_support_problem() is None:
-            self.reference_encoder = ReferenceEncoder(checkpoint.codec, checkpoint.directory, device)
+        self._reference_encoder: ReferenceEncoder | None = None
+        self._encoder_lock = threading.Lock()
+
+    def reference_encoder(self) -> ReferenceEncoder:
+        """The codec encoder (Base in-context cloning), loaded on the first request that needs it."""
+        with self._encoder_lock:
+            if self._reference_encoder is None:
+                self._reference_encoder = ReferenceEncoder(self.checkpoint.codec, self.checkpoint.directory, self.device)
+            return self._reference_encoder
 
     @torch.inference_mode()
     def prepare(self, data: dict[str, Any]) -> PreparedRequest:
@@ -90,10 +97,11 @@ class Preprocessing:
             wave = reference_wave(data, rate)
             x_vector = self.speaker_encoder.embed(wave)
             if not fields.x_vector_only:
-                if self.reference_encoder is None:
-                    raise InvalidRequest(f"this server cannot clone in context ({clone_support_problem()}); send x_vector_only_mode true", param="ref_text")
+                problem = clone_support_problem()
+                if problem:
+                    raise InvalidRequest(f"this server cannot clone in context ({problem}); send x_vector_only_mode true", param="ref_text")
                 codec_wave = wave if rate == self.checkpoint.codec.input_sample_rate else reference_wave(data, self.checkpoint.codec.input_sample_rate)
-                ref_codes = self.reference_encoder.encode(codec_wave)
+                ref_codes = self.reference_encoder().encode(codec_wave)
                 ref_ids = tuple(self.tokenizer.encode(reference_text(fields.ref_text)))
         inputs = PromptInputs(
             text_ids=tuple(self.tokenizer.encode(assistant_text(fields.text))),
