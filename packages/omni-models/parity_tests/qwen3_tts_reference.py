@@ -105,9 +105,9 @@ def _randomise(module: torch.nn.Module, seed: int) -> None:
                 p.copy_(torch.randn(p.shape, generator=gen) * (0.3 if p.dim() < 2 else 1.0 / max(1.0, p.shape[-1] ** 0.5) * (3 if "conv" in name else 1)))
 
 
-def _scale_output(decoder: torch.nn.Module, seed: int) -> None:
+def _scale_output(decoder: torch.nn.Module, seed: int, groups: int) -> None:
     """Scale the last conv so random codes give audio of std ~0.2, away from the [-1, 1] clamp."""
-    probe = torch.randint(0, CODEBOOK, (2, GROUPS, 30), generator=torch.Generator().manual_seed(seed))
+    probe = torch.randint(0, CODEBOOK, (2, groups, 30), generator=torch.Generator().manual_seed(seed))
     last = decoder.decoder[-1]
     seen = []
     hook = last.register_forward_hook(lambda _m, _i, out: seen.append(out))
@@ -119,7 +119,8 @@ def _scale_output(decoder: torch.nn.Module, seed: int) -> None:
 
 
 def write_checkpoint(directory: Path, variant: str, *, size: str = "1b7", hidden: int = 32, layers: int = 2, seed: int = 0,
-                     predictor_hidden: int = 24, text_hidden: int = 48, heads: int = 4, codec_hidden: int = 32) -> Path:
+                     predictor_hidden: int = 24, text_hidden: int = 48, heads: int = 4, codec_hidden: int = 32,
+                     groups: int = GROUPS, predictor_layers: int = 1, decoder_dim: int = 64) -> Path:
     """A random checkpoint of ``variant`` (base | custom_voice | voice_design) in the published layout."""
     install_import_shim()
     from qwen_tts.core.models import Qwen3TTSConfig, Qwen3TTSForConditionalGeneration
@@ -131,13 +132,13 @@ def write_checkpoint(directory: Path, variant: str, *, size: str = "1b7", hidden
     head_dim = hidden // heads
     talker = dict(
         vocab_size=TALKER_VOCAB, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        num_key_value_heads=heads // 2, head_dim=head_dim, text_vocab_size=text_vocab, text_hidden_size=text_hidden, num_code_groups=GROUPS,
+        num_key_value_heads=heads // 2, head_dim=head_dim, text_vocab_size=text_vocab, text_hidden_size=text_hidden, num_code_groups=groups,
         rope_scaling={"interleaved": True, "mrope_section": [head_dim // 4, head_dim // 8, head_dim // 8], "rope_type": "default", "type": "default"},
         spk_id=SPEAKERS if variant == "custom_voice" else {}, spk_is_dialect=DIALECTS if variant == "custom_voice" else {},
         codec_language_id=LANGUAGES, max_position_embeddings=4096, hidden_act="silu",
-        code_predictor_config=dict(vocab_size=CODEBOOK, hidden_size=predictor_hidden, intermediate_size=2 * predictor_hidden, num_hidden_layers=1,
+        code_predictor_config=dict(vocab_size=CODEBOOK, hidden_size=predictor_hidden, intermediate_size=2 * predictor_hidden, num_hidden_layers=predictor_layers,
                                    num_attention_heads=heads, num_key_value_heads=heads // 2, head_dim=predictor_hidden // heads,
-                                   num_code_groups=GROUPS, max_position_embeddings=64),
+                                   num_code_groups=groups, max_position_embeddings=64),
         **CODEC_IDS,
     )
     speaker = dict(mel_dim=128, enc_dim=hidden, enc_channels=[32, 32, 32, 32, 96], enc_kernel_sizes=[5, 3, 3, 3, 1], enc_dilations=[1, 2, 3, 4, 1],
@@ -163,17 +164,17 @@ def write_checkpoint(directory: Path, variant: str, *, size: str = "1b7", hidden
     codec_dir = directory / "speech_tokenizer"
     codec_config = Qwen3TTSTokenizerV2Config(
         encoder_config=dict(hidden_size=codec_hidden, num_filters=8, num_residual_layers=1, upsampling_ratios=[8, 6, 5, 4], codebook_size=CODEBOOK,
-                            codebook_dim=codec_hidden, num_quantizers=GROUPS, vector_quantization_hidden_dimension=codec_hidden, num_semantic_quantizers=1,
+                            codebook_dim=codec_hidden, num_quantizers=groups, vector_quantization_hidden_dimension=codec_hidden, num_semantic_quantizers=1,
                             upsample_groups=codec_hidden, num_hidden_layers=1, intermediate_size=2 * codec_hidden, num_attention_heads=4,
                             num_key_value_heads=4, head_dim=codec_hidden // 4, frame_rate=12.5, sliding_window=250),
         decoder_config=dict(codebook_size=CODEBOOK, hidden_size=codec_hidden, latent_dim=codec_hidden, codebook_dim=codec_hidden, num_attention_heads=4,
-                            num_key_value_heads=4, num_hidden_layers=2, intermediate_size=2 * codec_hidden, num_quantizers=GROUPS, sliding_window=72,
-                            upsample_rates=[8, 5, 4, 3], upsampling_ratios=[2, 2], decoder_dim=64),
-        encoder_valid_num_quantizers=GROUPS,
+                            num_key_value_heads=4, num_hidden_layers=2, intermediate_size=2 * codec_hidden, num_quantizers=groups, sliding_window=72,
+                            upsample_rates=[8, 5, 4, 3], upsampling_ratios=[2, 2], decoder_dim=decoder_dim),
+        encoder_valid_num_quantizers=groups,
     )
     codec = Qwen3TTSTokenizerV2Model(codec_config)
     _randomise(codec.decoder, seed + 1)
-    _scale_output(codec.decoder, seed)
+    _scale_output(codec.decoder, seed, groups)
     codec.save_pretrained(str(codec_dir), safe_serialization=True)
     (codec_dir / "preprocessor_config.json").write_text(json.dumps({
         "feature_extractor_type": "EncodecFeatureExtractor", "feature_size": 1, "sampling_rate": 24000, "padding_side": "right",

@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from conftest import ROWS  # noqa: E402
 from qwen3_tts_reference import load_reference, write_checkpoint  # noqa: E402
 

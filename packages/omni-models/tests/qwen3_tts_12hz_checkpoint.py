@@ -16,8 +16,8 @@ import torch
 from safetensors.torch import save_file
 
 from omni_models.qwen3_tts_12hz.codec import CodecDecoder
-from omni_models.qwen3_tts_12hz.spec import read_codec_spec, read_model_spec
 from omni_models.qwen3_tts_12hz.speaker import SpeakerEncoder
+from omni_models.qwen3_tts_12hz.spec import read_codec_spec, read_model_spec
 from omni_models.qwen3_tts_12hz.talker import Talker
 
 C = 64

@@ -17,11 +17,10 @@ import pytest
 import torch
 from qwen3_tts_12hz_checkpoint import write_checkpoint
 
-from omni_runtime.errors import InvalidRequest
-
 from omni_models.qwen3_tts_12hz import stages
 from omni_models.qwen3_tts_12hz.checkpoint import cached_snapshot, resolve, verify
 from omni_models.qwen3_tts_12hz.spec import CheckpointError
+from omni_runtime.errors import InvalidRequest
 
 MODEL_ID = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omni_runtime.errors import InvalidRequest
-
 from omni_models.common.limits import GenerationLimits
 from omni_models.common.sampling import request_seed
+from omni_runtime.errors import InvalidRequest
 
 from .sampling import Sampler
 from .spec import VARIANTS, GenerationDefaults, ModelSpec

@@ -47,7 +47,7 @@ class _Fields:
                 raise CheckpointError(f"{self.path}: key {self.prefix}{key} is missing\n  fix:  use the published config.json of this checkpoint")
             return default
         value = self.values[key]
-        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             raise CheckpointError(f"{self.path}: key {self.prefix}{key} is {value!r}, expected {getattr(kind, '__name__', kind)}\n  fix:  use the published config.json")
         return value
 

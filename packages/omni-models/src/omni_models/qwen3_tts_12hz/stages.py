@@ -20,13 +20,12 @@ from typing import Any
 import soxr
 import torch
 
-from omni_runtime.errors import InvalidRequest
-
 from omni_models.common.audio import _decode_wav
 from omni_models.common.combine import Combiner
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from omni_models.common.stages import AudioFormat, is_cancelled, require, with_data
 from omni_models.common.weights import DEFAULT_SEED, resolve_device
+from omni_runtime.errors import InvalidRequest
 
 from .batch import TalkerBatch
 from .codec import REFERENCE_LEFT_CONTEXT, CodecDecoder
