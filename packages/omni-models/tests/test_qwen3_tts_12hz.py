@@ -221,3 +221,23 @@ def test_streaming_vocoder_emits_the_audio_of_every_frame(checkpoints, built):
     vocoder._stream(iter(sent), Sink())
     assert [c["codes"].shape[1] for c in sent][:2] == [4, 12]
     assert sum(a.shape[-1] for a in audio) == frames * 1920
+
+
+def test_every_published_id_resolves_to_the_pipeline_with_the_spec_contract():
+    from importlib.metadata import entry_points
+
+    from omni_config import load_model
+
+    from omni_models.qwen3_tts_12hz.config import MODEL_IDS, Qwen3TTS12HzConfig
+
+    models = {ep.name: ep.value for ep in entry_points(group="omni.models")}
+    checks = {ep.name: ep.value for ep in entry_points(group="omni.checkpoints")}
+    edges = [(e.src, e.dst) for e in Qwen3TTS12HzConfig().process_local_edges()]
+    assert edges == [("preprocessing", "tts_engine")]
+    for model_id in MODEL_IDS:
+        assert models[model_id] == "omni_models.qwen3_tts_12hz:pipeline"
+        assert checks[model_id] == "omni_models.qwen3_tts_12hz:resolve_checkpoint"
+    published = load_model("Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign")  # the id as published, mixed case
+    assert [s.name for s in published.stages] == ["preprocessing", "tts_engine", "vocoder"]
+    engine = next(s for s in published.stages if s.name == "tts_engine")
+    assert list(engine.stream_to) == ["vocoder"]
