@@ -241,3 +241,19 @@ def test_every_published_id_resolves_to_the_pipeline_with_the_spec_contract():
     assert [s.name for s in published.stages] == ["preprocessing", "tts_engine", "vocoder"]
     engine = next(s for s in published.stages if s.name == "tts_engine")
     assert list(engine.stream_to) == ["vocoder"]
+
+
+def test_omni_synthesize_serves_the_checkpoint_end_to_end(checkpoints, tmp_path):
+    """The user's path: the CLI resolves and verifies the checkpoint, starts the pipeline's worker process,
+    streams the engine's chunks through the vocoder and writes the audio."""
+    out = tmp_path / "hello.wav"
+    result = subprocess.run(
+        [sys.executable, "-m", "omni_runtime.cli", "synthesize", "hello there", "-o", str(out), "--model", MODEL_ID, "--weights",
+         str(checkpoints["custom_voice"]), "--device", "cpu", "--voice", "dylan", "--language", "chinese", "--seed", "3", "--max-new-tokens", "20"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    with wave.open(str(out)) as audio:
+        assert audio.getframerate() == 24000
+        frames = audio.getnframes()
+    assert frames > 0 and frames % 1920 == 0 and frames <= 19 * 1920
