@@ -227,7 +227,6 @@ def test_every_published_id_resolves_to_the_pipeline_with_the_spec_contract():
     from importlib.metadata import entry_points
 
     from omni_config import load_model
-
     from omni_models.qwen3_tts_12hz.config import MODEL_IDS, Qwen3TTS12HzConfig
 
     models = {ep.name: ep.value for ep in entry_points(group="omni.models")}
