@@ -57,6 +57,9 @@ class _Fields:
 
 def _stack(fields: _Fields) -> StackSpec:
     hidden, heads = fields.get("hidden_size", int), fields.get("num_attention_heads", int)
+    act = fields.get("hidden_act", str, "silu")
+    if act != "silu":
+        raise CheckpointError(f"{fields.path}: key {fields.prefix}hidden_act is {act!r}; the published checkpoints (and omni) use 'silu'\n  fix:  use the published config.json")
     rope = fields.get("rope_scaling", dict, {}) or {}
     if rope.get("rope_type", rope.get("type", "default")) != "default":
         raise CheckpointError(f"{fields.path}: key {fields.prefix}rope_scaling.rope_type is {rope.get('rope_type')!r}; omni implements the published 'default'\n  fix:  use the published config.json")
