@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from omni_runtime import checkpoints
-from omni_runtime.request_flags import add_request_flags, request_fields
+from omni_runtime.cli import checkpoints
+from omni_runtime.cli.request_flags import add_request_flags, request_fields
 from omni_runtime.selection import UserError
 
 
