@@ -9,7 +9,7 @@ import pytest
 
 from omni_runtime.cli import checkpoints
 from omni_runtime.cli.request_flags import add_request_flags, request_fields
-from omni_runtime.selection import UserError
+from omni_runtime.cli.selection import UserError
 
 
 def _parse(*argv: str) -> argparse.Namespace:
