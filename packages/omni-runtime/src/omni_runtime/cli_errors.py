@@ -19,7 +19,7 @@ def known_error_exit(exc: BaseException) -> int | None:
 
     if isinstance(exc, (ConfigError, ConfigFileError, UserError, BindError)):
         return int(getattr(exc, "exit_code", 1))
-    if isinstance(exc, (StartupError, RequestFailed, AudioError)):
+    if isinstance(exc, (StartupError, RequestFailed, AudioError, MemoryError)):
         return 2
     return None
 
@@ -38,4 +38,7 @@ def known_error_text(exc: BaseException) -> str:
         return f"error: the request failed: {exc}"
     if isinstance(exc, AudioError):
         return f"error: the pipeline produced invalid audio: {exc}"
+    if isinstance(exc, MemoryError):  # a traceback would need memory too, and says nothing the user can act on
+        return ("error: out of memory in the omni process\n"
+                "  fix:  check the config for very large values (factory_args, aliases) and the machine's free memory")
     return str(exc)
