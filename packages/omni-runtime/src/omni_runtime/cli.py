@@ -6,8 +6,10 @@ checkpoint; see :mod:`omni_runtime.selection`), applies dotted overrides
 (``--stages.vocoder.process vocoder``) and compiles once, so what ``omni
 topology`` prints is exactly what ``omni serve`` spawns.
 
-Exit codes: 0 success; 1 a mistake the user fixes (config, port, output path);
-2 a tool failure (unreadable file, a stage that fails to start or to run).
+Exit codes (see :mod:`.cli_errors`): 0 success; 1 a mistake the user fixes
+(a flag or OMNI_* variable, a config file, an unknown model or voice, a port,
+an output path); 2 a failure (a stage that fails to start or to run, invalid
+audio, out of memory).
 """
 
 from __future__ import annotations
@@ -44,13 +46,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     rest, overrides = split_overrides(argv)
     parser = build_parser()
-    args, unknown = parser.parse_known_args(rest)
-    if unknown and getattr(args, "func", None) is not _bench_missing:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        args, unknown = parser.parse_known_args(rest)
+        if unknown and getattr(args, "func", None) is not _bench_missing:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    except SystemExit as exc:  # argparse exits 2 on a usage error; for omni every user mistake is 1
+        return 1 if exc.code == 2 else int(exc.code or 0)
     args.overrides = overrides
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
-        return 2
+        return 1
     if getattr(args, "log_level", None):
         from . import logs
 
@@ -82,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
+    from .serving.gate import DEFAULT_MAX_INFLIGHT
+
     serve = _subparser(sub, "serve", "serve the pipeline over HTTP (POST /v1/audio/speech, /v1/models, /health, /metrics)")
     _runtime_args(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s, local only)")
@@ -96,9 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-inflight",
         type=positive_int,
-        default=None,
+        default=DEFAULT_MAX_INFLIGHT,
         metavar="N",
-        help="requests in flight at most; past it the server answers 429 at once (default: no bound)",
+        help="speech requests in flight at most, counted from the moment a request's headers arrive; "
+        "past it the server answers 429 with Retry-After at once, before reading the body (default: %(default)s)",
     )
     serve.add_argument(
         "--shutdown-grace",
@@ -235,7 +243,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         shutdown_grace=args.shutdown_grace,
         root_path=args.root_path.rstrip("/"),
         keep_alive=args.keep_alive_timeout,
-        connections=ConnectionLimits(header_timeout=args.header_timeout, max_connections=args.max_connections),
+        connections=ConnectionLimits(header_timeout=args.header_timeout, body_timeout=args.body_timeout, max_connections=args.max_connections),
+        max_inflight=args.max_inflight,
     )
     sock = bind(options.host, options.port)
 
