@@ -65,7 +65,8 @@ def test_max_inflight_has_a_bounded_default_stated_in_help():
     result = run_omni("serve", "--help")
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
-    assert "--max-inflight N" in text and "(default: 64)" in text.split("--max-inflight N", 1)[1].split("--", 1)[0]
+    entry = text.split("--max-inflight N speech", 1)[1].split(" --", 1)[0]
+    assert "429" in entry and "(default: 64)" in entry
 
 
 def test_over_the_bound_a_request_gets_429_from_its_head_alone(guarded_server, tmp_path: Path):

@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
-    from .serving.gate import DEFAULT_MAX_INFLIGHT
+    from ..serving.gate import DEFAULT_MAX_INFLIGHT
 
     serve = _subparser(sub, "serve", "serve the pipeline over HTTP (POST /v1/audio/speech, /v1/models, /health, /metrics)")
     _runtime_args(serve)
@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=positive_int,
         default=DEFAULT_MAX_INFLIGHT,
         metavar="N",
-        help="speech requests in flight at most, counted from the moment a request's headers arrive; "
+        help="speech requests in flight at most, checked when a request's headers arrive: "
         "past it the server answers 429 with Retry-After at once, before reading the body (default: %(default)s)",
     )
     serve.add_argument(
