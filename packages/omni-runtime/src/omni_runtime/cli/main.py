@@ -123,7 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     synth = _subparser(sub, "synthesize", "synthesize one utterance to an audio file through the same runtime")
     synth.add_argument("text", help="the text to speak")
-    synth.add_argument("-o", "--output", required=True, help="output file ('-' writes to stdout)")
+    synth.add_argument("-o", "--output", default=None, help="output file ('-' writes to stdout); required unless --print-normalized")
+    synth.add_argument(
+        "--print-normalized", action="store_true",
+        help="print the text as the pipeline will speak it (numbers, dates, phone numbers, URLs spelled out) and exit without synthesizing",
+    )
     _runtime_args(synth)
     synth.add_argument("--voice", default=None, help="voice name passed to the pipeline")
     synth.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4.0 (default: %(default)s)")
@@ -265,6 +269,11 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         raise UserError("error: the text is empty\n  fix:  pass the words to speak, e.g. omni synthesize \"Hello.\" -o out.wav")
     if not MIN_SPEED <= args.speed <= MAX_SPEED:
         raise UserError(f"error: --speed = {args.speed}\n  rule: speed must be between {MIN_SPEED} and {MAX_SPEED}\n  fix:  pass --speed 1.0")
+    if args.print_normalized:
+        print(_normalizer(load_pipeline(args, _stderr))(args.text))
+        return 0
+    if args.output is None:
+        raise UserError("error: -o/--output is missing\n  rule: synthesize writes an audio file\n  fix:  pass -o out.wav (or -o - for stdout)")
     fmt = output_format(args.output, args.format)
     out = None if args.output == "-" else Path(args.output)
     if out is not None and not out.parent.is_dir():
@@ -295,6 +304,21 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
 
 
 # -- shared -----------------------------------------------------------------
+
+
+def _normalizer(pipeline: Pipeline) -> Any:
+    """``normalize_text(text)`` of the entry stage's factory module: the text as that pipeline speaks it."""
+    import importlib
+
+    topology = pipeline.topology
+    entry = next(s for s in topology.stages if s.name == topology.entry_stage)
+    module_name = entry.factory.partition(":")[0]
+    normalize = getattr(importlib.import_module(module_name), "normalize_text", None)
+    if not callable(normalize):
+        raise UserError(f"error: --print-normalized\n  rule: the entry stage's module {module_name} defines no normalize_text(text), "
+                        "so the spoken form cannot be shown without running the pipeline\n"
+                        "  fix:  synthesize and listen, or add normalize_text to that module")
+    return normalize
 
 
 def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
