@@ -20,7 +20,9 @@ def known_error_exit(exc: BaseException) -> int | None:
     from ..serving.audio import AudioError
     from ..serving.server import BindError
 
-    if isinstance(exc, (ConfigError, ConfigFileError, UserError, BindError)):
+    from ..raycluster.launcher import RayConnectError
+
+    if isinstance(exc, (ConfigError, ConfigFileError, UserError, BindError, RayConnectError)):
         return 1
     if isinstance(exc, RequestFailed) and getattr(exc, "kind", None) == "invalid_request":
         return 1  # the stage's verdict on the request: an unknown voice, text it cannot speak

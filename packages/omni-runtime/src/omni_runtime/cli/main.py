@@ -51,7 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown and getattr(args, "func", None) is not _bench_missing:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:  # argparse exits 2 on a usage error; for omni every user mistake is 1
-        return 1 if exc.code == 2 else int(exc.code or 0)
+        if exc.code == 2:
+            return 1
+        raise
     args.overrides = overrides
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
