@@ -17,10 +17,9 @@ def known_error_exit(exc: BaseException) -> int | None:
     from omni_config import ConfigError, ConfigFileError
 
     from ..errors import RequestFailed, StartupError
+    from ..raycluster.launcher import RayConnectError
     from ..serving.audio import AudioError
     from ..serving.server import BindError
-
-    from ..raycluster.launcher import RayConnectError
 
     if isinstance(exc, (ConfigError, ConfigFileError, UserError, BindError, RayConnectError)):
         return 1
