@@ -145,7 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_pipeline_arguments(topo, runs=False)
     topo.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: %(default)s)")
     add_backend_args(topo)
-    topo.add_argument("--device", default=None, help="with --backend ray: 'cpu' places the processes without GPUs (default: the declared placement)")
+    topo.add_argument(
+        "--device", default=None, choices=["auto", "cpu", "cuda"],
+        help="with --backend ray, as for serve: 'auto' (the default there) places the declared GPUs when torch sees CUDA, "
+        "else every process without GPUs; 'cpu' never asks for GPUs",
+    )
     topo.add_argument("--startup-timeout", type=float, default=120.0, help="with --backend ray: seconds every process gets to start (default: %(default)s)")
     topo.set_defaults(func=_cmd_topology)
 
@@ -208,6 +212,8 @@ def _bench_missing(args: argparse.Namespace) -> int:
 
 def _cmd_topology(args: argparse.Namespace) -> int:
     kwargs = backend_kwargs(args)
+    if kwargs["backend"] == "ray" and args.device is None:
+        args.device = "auto"  # the processes really start: the device means what it means for serve and synthesize
     pipeline = load_pipeline(args, _stderr)
     from omni_compiler import render
 
