@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import subprocess
+import time
 import wave
 
 import httpx
@@ -118,3 +119,27 @@ def test_an_alias_bomb_config_is_one_error_line_not_a_memory_error(tmp_path):
     assert result.returncode == 1, result.stderr[-2000:]
     assert "expands to more than" in result.stderr and len(result.stderr) < 2000
     assert "MemoryError" not in result.stderr and "Traceback" not in result.stderr
+
+
+def _transport_bytes(url: str) -> dict[tuple[str, str, str], float]:
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("omni_transport_bytes_total{"):
+            labels, value = line[len("omni_transport_bytes_total{"):].split("} ")
+            parts = dict(item.split("=", 1) for item in labels.split(","))
+            out[(parts["src"].strip('"'), parts["dst"].strip('"'), parts["transport"].strip('"'))] = float(value)
+    return out
+
+
+def test_transport_bytes_count_the_local_backends_ipc_and_shared_memory(info_server):
+    body = {**SPEECH_BODY, "input": "long enough to travel in shared memory. " * 50, "return_whole": True}  # 20 s of audio
+    assert httpx.post(f"{info_server.url}/v1/audio/speech", json=body, timeout=60).status_code == 200
+    deadline = time.monotonic() + 30
+    while True:  # workers publish their counts a quarter of a second after sending
+        sent = _transport_bytes(info_server.url)
+        if sent.get(("vocoder", "@parent", "shm"), 0) > 0 or time.monotonic() > deadline:
+            break
+    assert sent.get(("@parent", "frontend", "ipc"), 0) > 0
+    assert sent.get(("frontend", "vocoder", "ipc"), 0) > 0
+    assert sent.get(("vocoder", "@parent", "shm"), 0) >= 1 << 20  # 20 s of float32 audio: over the codec's 1 MiB shared-memory threshold
