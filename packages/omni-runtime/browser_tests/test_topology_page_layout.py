@@ -8,14 +8,11 @@ label its processes with the GPU id the config declares (``gpu: 0`` on the vocod
 from __future__ import annotations
 
 import os
-import re
-import signal
-import subprocess
-import sys
-import threading
+from pathlib import Path
 
 import pytest
-from test_topology_page import CHROMEDRIVER, CHROMIUM, FLAGS, HAVE_BROWSER, _wait
+from serving.conftest import assert_clean_exit, shm_segments, start_server, wait_healthy
+from test_topology_page import HAVE_BROWSER, _wait
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -25,46 +22,16 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def split_url():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "omni_runtime.cli", "serve", "--device", "cpu", "--port", "0", "--log-level", "warning",
-         "--stages.vocoder.process", "vocoder", "--stages.vocoder.gpu", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    found: dict[str, str] = {}
-    ready = threading.Event()
+    import omni_models.espeak
 
-    def pump() -> None:
-        for line in proc.stdout:
-            match = re.search(r"omni: serving .* on (http://\S+)", line)
-            if match:
-                found["url"] = match.group(1)
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
+    espeak = Path(omni_models.espeak.__file__).parent / "pipeline.yaml"
+    before = shm_segments()
+    server = start_server("--stages.vocoder.process", "vocoder", "--stages.vocoder.gpu", "0", config=espeak)
     try:
-        assert ready.wait(240) and "url" in found, "omni serve did not start"
-        yield found["url"]
+        wait_healthy(server.url)
+        yield server.url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_window_size(1400, 1000)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+        assert_clean_exit(server, before)
 
 
 ENDPOINTS = """

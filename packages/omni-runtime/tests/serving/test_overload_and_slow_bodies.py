@@ -8,6 +8,7 @@ the eviction of the slowest body, not from a deadline passing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from pathlib import Path
@@ -69,12 +70,23 @@ def test_max_inflight_has_a_bounded_default_stated_in_help():
     assert "429" in entry and "(default: 64)" in entry
 
 
-def test_over_the_bound_a_request_gets_429_from_its_head_alone(guarded_server, tmp_path: Path):
+@contextlib.contextmanager
+def _two_held(server, tmp_path: Path):
+    """Two requests held at the vocoder's gate (the --max-inflight 2 bound is reached); released on exit."""
     gate, markers = _dirs(tmp_path)
     results: dict = {}
-    held = [_post(guarded_server, results, f"held{i}", input=f"held at the gate {i}", gate_dir=str(gate), marker_dir=str(markers)) for i in range(2)]
+    held = [_post(server, results, f"held{i}", input=f"held at the gate {i}", gate_dir=str(gate), marker_dir=str(markers)) for i in range(2)]
     try:
         _wait_for(lambda: _parked(markers, 2), "the two requests never reached the vocoder")
+        yield results
+    finally:
+        (gate / "open").write_text("")
+        for thread in held:
+            thread.join(HANG_GUARD_S)
+
+
+def test_over_the_bound_a_request_gets_429_from_its_head_alone(guarded_server, tmp_path: Path):
+    with _two_held(guarded_server, tmp_path) as results:
         with socket.create_connection(_address(guarded_server)) as sock:
             sock.sendall(_head(1000))  # the head only: the 1000-byte body is never sent
             answer = _response(sock)
@@ -83,29 +95,16 @@ def test_over_the_bound_a_request_gets_429_from_its_head_alone(guarded_server, t
         assert b"retry-after: 1" in head.lower()
         assert json.loads(body)["error"]["code"] == "overloaded"
         assert httpx.get(f"{guarded_server.url}/health", timeout=CLIENT_WAIT_S).status_code == 200
-    finally:
-        (gate / "open").write_text("")
-        for thread in held:
-            thread.join(HANG_GUARD_S)
     assert [results[f"held{i}"].status_code for i in range(2)] == [200, 200]
     after = httpx.post(f"{guarded_server.url}/v1/audio/speech", json={**SPEECH_BODY, "input": "room again"}, timeout=HANG_GUARD_S)
     assert after.status_code == 200
 
 
 def test_a_refused_request_keeps_its_connection_for_the_next_one(guarded_server, tmp_path: Path):
-    gate, markers = _dirs(tmp_path)
-    results: dict = {}
-    held = [_post(guarded_server, results, f"held{i}", input=f"held {i}", gate_dir=str(gate), marker_dir=str(markers)) for i in range(2)]
-    try:
-        _wait_for(lambda: _parked(markers, 2), "the two requests never reached the vocoder")
-        with httpx.Client(base_url=guarded_server.url, timeout=CLIENT_WAIT_S) as client:
-            refused = client.post("/v1/audio/speech", json={**SPEECH_BODY, "input": "one too many"})
-            assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
-            assert client.get("/health").status_code == 200  # same keep-alive connection: the unread body was discarded
-    finally:
-        (gate / "open").write_text("")
-        for thread in held:
-            thread.join(HANG_GUARD_S)
+    with _two_held(guarded_server, tmp_path), httpx.Client(base_url=guarded_server.url, timeout=CLIENT_WAIT_S) as client:
+        refused = client.post("/v1/audio/speech", json={**SPEECH_BODY, "input": "one too many"})
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+        assert client.get("/health").status_code == 200  # same keep-alive connection: the unread body was discarded
 
 
 def test_a_flood_of_trickling_bodies_at_the_connection_cap_leaves_health_and_requests_reachable(guarded_server):
