@@ -337,8 +337,21 @@ class Runtime(Admission, ParentInbound):
         return {name: {"node_id": "local", "host": "127.0.0.1", "pid": pid} for name, pid in self.instance_pids().items()}
 
     async def transport_bytes(self) -> dict[str, dict[str, dict[str, int]]]:
-        """Bytes each process sent to each peer, per transport (``ipc``, ``shm``, ``tcp``); ``backend="ray"`` only."""
-        return await self._ray.transport_bytes() if self._ray is not None else {}
+        """Bytes each process sent to each peer, per transport (``ipc``, ``shm``, ``tcp``).
+
+        Local backend: the parent's own counts, and what each worker published in the run
+        directory (at most :data:`~omni_runtime.plane.PUBLISH_EVERY_S` old)."""
+        if self._ray is not None:
+            return await self._ray.transport_bytes()
+        if self.run is None or self._plane is None:
+            return {}
+        from ..plane import read_published
+
+        sent = read_published(self.run, [inst.name for inst in self.topology.instances])
+        own = self._plane.sent_bytes()
+        if own:
+            sent[E.PARENT] = own
+        return sent
 
     def edge_transports(self) -> dict[tuple[str, str], str]:
         """``ipc`` (same node: sockets + shared memory) or ``tcp`` per pair of processes that talk."""

@@ -50,6 +50,38 @@ def actor_name(run_id: str, instance: str) -> str:
     return f"omni:{run_id}:{instance}"
 
 
+CONNECT_TIMEOUT_S = 10.0
+"""How long ``--ray-address HOST:PORT`` may take to answer before the run gives up (Ray itself retries for minutes)."""
+
+
+class RayConnectError(Exception):
+    """No Ray cluster answers at the address the user gave: one line naming it and the fix (exit 1)."""
+
+    exit_code = 1
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(
+            f"error: --ray-address {address}: no Ray cluster answers there ({reason})\n"
+            "  fix:  start one first (ray start --head, see the README's Ray section), pass its GCS address HOST:6379, "
+            "or leave out --ray-address to start a private one-node Ray"
+        )
+
+
+def _reachable_or_raise(address: str) -> None:
+    """A TCP connect to HOST:PORT within :data:`CONNECT_TIMEOUT_S`; ``auto`` and ``ray://`` are left to Ray."""
+    import socket
+
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise RayConnectError(address, "not HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise RayConnectError(address, exc.strerror or type(exc).__name__) from None
+
+
 def connect(address: str | None) -> bool:
     """Connect to the cluster at ``address`` (``auto`` included), or start a local Ray; True when we started it.
 
@@ -64,7 +96,11 @@ def connect(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     if address:
-        ray.init(address=address, namespace=NAMESPACE, logging_level="WARNING")
+        _reachable_or_raise(address)
+        try:
+            ray.init(address=address, namespace=NAMESPACE, logging_level="WARNING")
+        except (ConnectionError, RuntimeError, ValueError) as exc:  # Ray's words, on one line, not its traceback
+            raise RayConnectError(address, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from None
         return False
     ray.init(namespace=NAMESPACE, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="WARNING", object_store_memory=200 << 20)
     return True

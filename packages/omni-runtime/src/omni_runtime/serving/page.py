@@ -45,7 +45,19 @@ def topology_state(runtime: Any) -> dict[str, Any]:
         inst.name: {"state": processes.get(inst.name, "starting"), "queue_depth": int(depths.get(inst.name, 0)), "pid": pids.get(inst.name)}
         for inst in runtime.topology.instances
     }
-    return {"view": render_html.view(runtime.topology), "live": {"status": status, "instances": instances, "transports": _transports(runtime)}}
+    return {"view": topology_view(runtime), "live": {"status": status, "instances": instances, "transports": _transports(runtime)}}
+
+
+def topology_view(runtime: Any) -> dict[str, Any]:
+    """The compiled view as this run places it: a run on the CPU (``--device cpu``, or no CUDA) shows no GPU ids."""
+    view = render_html.view(runtime.topology)
+    if getattr(runtime, "device", None) == "cpu":
+        view["device"] = "cpu"
+        for instance in view["instances"]:
+            instance["gpus"] = []
+            for stage in instance["stages"]:
+                stage["gpu"] = None
+    return view
 
 
 def _transports(runtime: Any) -> dict[str, str]:
@@ -68,4 +80,4 @@ def page_html(runtime: Any, settings: Any) -> str:
         .replace("{{AUTH}}", "required" if settings.api_key else "")
     )
     extra = form + _static("voice.html") + "<script>" + _static("live.js") + "</script><script>" + _static("voice.js") + "</script>"
-    return render_html.page(render_html.view(runtime.topology), extra_body=extra, live=True)
+    return render_html.page(topology_view(runtime), extra_body=extra, live=True)

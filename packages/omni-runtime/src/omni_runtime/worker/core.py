@@ -52,7 +52,7 @@ class Worker(Inbound, Execution, Outbound):
 
             self.plane = NodePlane(run, self.name, self.run_spec["node"], self.run_spec.get("peers"), self.options.shm_budget_bytes)
         else:
-            self.plane = Plane(run, self.name, self.options.shm_budget_bytes)
+            self.plane = Plane(run, self.name, self.options.shm_budget_bytes, publish=True)  # its byte counts, for /metrics
         self.to_parent = self.plane.outbox(E.PARENT)
         try:
             with self._sigterm_reported():  # from the start: a SIGTERM while building or right after ready is reported too

@@ -91,7 +91,10 @@ class Execution(WorkerState):
         where = f"stage {stage} (process {process})" + (f" {what}" if what else "")
         message = f"{where}: {type(exc).__name__}: {exc}"
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        log.error("request %s failed: %s", req.rid, message, exc_info=(type(exc), exc, exc.__traceback__), extra={"stage": stage})
+        if isinstance(exc, InvalidRequest):  # the client's mistake: one line, no traceback (those are for server faults)
+            log.info("request %s refused by %s: %s (param %s)", req.rid, where, exc.message, exc.param, extra={"stage": stage})
+        else:
+            log.error("request %s failed: %s", req.rid, message, exc_info=(type(exc), exc, exc.__traceback__), extra={"stage": stage})
         self._abort(req)
         self._mark_finished(req.rid)
         header = E.header(E.ERROR, rid=req.rid, stage=stage, src=self.name, timings=req.timings, text=message, has_data=True)
