@@ -35,7 +35,7 @@ def request_fields(args: argparse.Namespace) -> dict[str, Any]:
     if "ref_audio" in fields:
         path = Path(fields["ref_audio"])
         if not path.is_file():
-            from .selection import UserError
+            from .cli.selection import UserError
 
             raise UserError(f"error: --ref-audio {path}\n  rule: the reference recording must be a readable WAV file\n  fix:  pass the path of a WAV file")
         fields["ref_audio"] = path.read_bytes()

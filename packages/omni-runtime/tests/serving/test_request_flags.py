@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from omni_runtime import checkpoints
+from omni_runtime.cli.selection import UserError
 from omni_runtime.request_flags import add_request_flags, request_fields
-from omni_runtime.selection import UserError
 
 
 def _parse(*argv: str) -> argparse.Namespace:

@@ -2,6 +2,6 @@
 the fused multi-codebook audio embedding/head under omni's continuous batching, and the Higgs
 Audio v2 tokenizer as the codec. Every handoff travels in the payload; no edge is process-local."""
 
-from .resolve import resolve_default, resolve_published
+from .resolve import resolve_published
 
-__all__ = ["resolve_default", "resolve_published"]
+__all__ = ["resolve_published"]
