@@ -6,7 +6,8 @@ A user relies on: ``--weights DIR`` in the published layout loads (one file or s
 index) and a broken directory is one error naming every file, key and fix; a request's codes do
 not depend on the other requests in its batch, sampled or greedy; the vocoder's streamed and
 batched decodes equal a full decode; ``omni synthesize --model bosonai/higgs-tts-3-4b-hf
---weights DIR`` writes audio through the spec's topology.
+--weights DIR`` (or the spec's id ``bosonai/higgs-tts-3-4b`` with that directory) writes audio
+through the spec's topology, and a broken directory is refused before any process starts.
 """
 
 from __future__ import annotations
@@ -210,16 +211,37 @@ def test_the_pipeline_keeps_the_spec_contract():
     compile_topology(config, num_gpus=1)
 
 
-def test_omni_synthesize_runs_the_checkpoint_and_refuses_a_broken_one(checkpoint, tmp_path):
-    result = omni("synthesize", "hello there", "-o", "out.wav", "--model", "bosonai/higgs-tts-3-4b-hf", "--device", "cpu", "--weights", str(checkpoint), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    with wave.open(str(tmp_path / "out.wav")) as wav:
-        assert wav.getframerate() == 24000 and wav.getnframes() > 0 and wav.getnframes() % 960 == 0
+def test_omni_synthesize_runs_the_checkpoint_under_both_ids_and_refuses_a_broken_one_before_start(checkpoint, tmp_path, monkeypatch):
+    """``--model bosonai/higgs-tts-3-4b --weights DIR`` (the spec's id) with the published layout runs
+    the real pipeline: the same audio as ``-hf``. Without ``--weights``, or with omni's own export
+    layout, that id keeps its random weights of the real shape (``test_e2e_weights``). A broken
+    checkpoint is one error naming every file, key and fix, exit 1, before any process starts."""
+    audio = {}
+    for name, model in (("hf", "bosonai/higgs-tts-3-4b-hf"), ("spec", "bosonai/higgs-tts-3-4b")):
+        result = omni("synthesize", "hello there", "-o", f"{name}.wav", "--model", model, "--device", "cpu", "--weights", str(checkpoint), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        with wave.open(str(tmp_path / f"{name}.wav")) as wav:
+            assert wav.getframerate() == 24000 and wav.getnframes() > 0 and wav.getnframes() % 960 == 0
+        audio[name] = (tmp_path / f"{name}.wav").read_bytes()
+    assert audio["spec"] == audio["hf"]
     broken = _copy(checkpoint, tmp_path)
     (broken / "tokenizer.json").unlink()
-    result = omni("synthesize", "hello", "-o", "x.wav", "--model", "bosonai/higgs-tts-3-4b-hf", "--device", "cpu", "--weights", str(broken), cwd=tmp_path)
-    assert result.returncode != 0 and f"{broken}/tokenizer.json: (file)" in result.stderr and "fix:" in result.stderr
-    assert not (tmp_path / "x.wav").exists()
+    index = json.loads((broken / "model.safetensors.index.json").read_text())
+    del index["weight_map"]["body.layers.1.mlp.up_proj.weight"]
+    (broken / "model.safetensors.index.json").write_text(json.dumps(index))
+    for model in ("bosonai/higgs-tts-3-4b-hf", "bosonai/higgs-tts-3-4b"):
+        result = omni("synthesize", "hello", "-o", "x.wav", "--model", model, "--device", "cpu", "--weights", str(broken), cwd=tmp_path)
+        assert result.returncode == 1, result.stderr
+        for part in (f"{broken}/tokenizer.json: (file)", "model.safetensors.index.json: body.layers.1.mlp.up_proj.weight", "download the complete checkpoint"):
+            assert part in result.stderr
+        assert result.stderr.count("error:") == 1 and result.stderr.count("fix:") == 2
+        assert "Traceback" not in result.stderr and "processes ready" not in result.stderr
+        assert not (tmp_path / "x.wav").exists()
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    result = omni("synthesize", "hello", "-o", "x.wav", "--model", "bosonai/higgs-tts-3-4b-hf", "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 1 and "no --weights given and the Hugging Face cache has no snapshot of bosonai/higgs-tts-3-4b" in result.stderr
+    assert "Traceback" not in result.stderr and "processes ready" not in result.stderr
 
 
 def _wav_bytes(seconds: float, rate: int = 16000) -> bytes:

@@ -6,6 +6,7 @@ before anything starts (exit 1, path, value, rule, fix, no traceback)."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import subprocess
 import sys
 
@@ -27,7 +28,9 @@ ROLES = {
 }
 PYTHON_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 CATALOG = {spec.name: spec for spec in MODELS}
-ALL_PIPELINES = [(c.folder, c.variant) for c in CASES] + [("espeak", "pipeline")]
+#: The pipelines of published checkpoints (README "Serving a real checkpoint").
+REAL_PIPELINES = [("qwen3_tts_12hz", "pipeline"), ("higgs_tts_real", "pipeline")]
+ALL_PIPELINES = [(c.folder, c.variant) for c in CASES] + [("espeak", "pipeline"), *REAL_PIPELINES]
 #: The stage whose continuous batch ``max_batch_size`` bounds (Ming's latent engine and espeak have none).
 BATCHING = {c.model_id: ("tts_generation" if c.folder == "voxtral_tts" else "tts_engine") for c in CASES if c.folder != "ming_omni_tts"}
 
@@ -51,6 +54,24 @@ def test_every_factory_argument_is_a_typed_knob_but_the_catalog_row(folder, vari
             assert default is None or isinstance(default, PYTHON_TYPES[knob.type]) or (knob.type == "float" and isinstance(default, int)), (stage.name, name)
             if knob.type in ("int", "float"):
                 assert knob.min is not None, f"{stage.name}.{name} has no lower bound"
+
+
+@pytest.mark.parametrize(("folder", "variant"), REAL_PIPELINES, ids=[f for f, _ in REAL_PIPELINES])
+def test_every_parameter_of_a_real_pipelines_factories_is_a_declared_knob(folder, variant):
+    """A deployment can tune whatever the factory takes, but what the runtime passes (model_path, device)."""
+    for stage in load_config(pipeline_file(folder, variant)).stages:
+        module, _, name = stage.factory.partition(":")
+        parameters = set(inspect.signature(getattr(importlib.import_module(module), name)).parameters) - {"model_path", "device"}
+        assert parameters == set(stage.knobs) == set(stage.factory_args), stage.name
+
+
+def test_the_real_qwen3_vocoders_batch_is_a_knob_that_omni_compile_validate_checks():
+    model = "Qwen/Qwen3-TTS-12Hz-1.7B-Base"
+    assert _omni_compile("validate", model, "--stages.vocoder.factory_args.max_batch_size", "8").returncode == 0
+    out = _omni_compile("validate", model, "--stages.vocoder.factory_args.max_batch_size", "0", "--stages.tts_engine.factory_args.load_format", "dummy")
+    assert out.returncode == 1
+    assert "stages.vocoder.factory_args.max_batch_size = 0" in out.stderr and "stages.tts_engine.factory_args.load_format = 'dummy'" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.folder in CATALOG], ids=lambda c: c.model_id)

@@ -94,11 +94,12 @@ def test_model_id_resolves_from_the_hugging_face_cache_without_network(checkpoin
         resolve(MODEL_ID, None)
 
 
-def test_cli_refuses_a_broken_checkpoint_before_starting_any_process(checkpoints, tmp_path):
+@pytest.mark.parametrize("model", [MODEL_ID, "qwen/qwen3-tts"])
+def test_cli_refuses_a_broken_checkpoint_before_starting_any_process(checkpoints, tmp_path, model):
     broken = _copy(checkpoints["custom_voice"], tmp_path / "cli")
     (broken / "generation_config.json").unlink()
     result = subprocess.run(
-        [sys.executable, "-m", "omni_runtime.cli", "synthesize", "hi", "-o", str(tmp_path / "o.wav"), "--model", MODEL_ID, "--weights", str(broken), "--device", "cpu"],
+        [sys.executable, "-m", "omni_runtime.cli", "synthesize", "hi", "-o", str(tmp_path / "o.wav"), "--model", model, "--weights", str(broken), "--device", "cpu"],
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 1, result.stderr
@@ -244,15 +245,20 @@ def test_every_published_id_resolves_to_the_pipeline_with_the_spec_contract():
 
 def test_omni_synthesize_serves_the_checkpoint_end_to_end(checkpoints, tmp_path):
     """The user's path: the CLI resolves and verifies the checkpoint, starts the pipeline's worker process,
-    streams the engine's chunks through the vocoder and writes the audio."""
-    out = tmp_path / "hello.wav"
-    result = subprocess.run(
-        [sys.executable, "-m", "omni_runtime.cli", "synthesize", "hello there", "-o", str(out), "--model", MODEL_ID, "--weights",
-         str(checkpoints["custom_voice"]), "--device", "cpu", "--voice", "dylan", "--language", "chinese", "--seed", "3", "--max-new-tokens", "20"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    with wave.open(str(out)) as audio:
-        assert audio.getframerate() == 24000
-        frames = audio.getnframes()
-    assert frames > 0 and frames % 1920 == 0 and frames <= 19 * 1920
+    streams the engine's chunks through the vocoder and writes the audio. The old id ``qwen/qwen3-tts``
+    (random weights of the real shape without --weights) given the published checkpoint serves the same."""
+    audio_of = {}
+    for model in (MODEL_ID, "qwen/qwen3-tts"):
+        out = tmp_path / f"{model.replace('/', '_')}.wav"
+        result = subprocess.run(
+            [sys.executable, "-m", "omni_runtime.cli", "synthesize", "hello there", "-o", str(out), "--model", model, "--weights",
+             str(checkpoints["custom_voice"]), "--device", "cpu", "--voice", "dylan", "--language", "chinese", "--seed", "3", "--max-new-tokens", "20"],
+            capture_output=True, text=True, timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        with wave.open(str(out)) as audio:
+            assert audio.getframerate() == 24000
+            frames = audio.getnframes()
+        assert frames > 0 and frames % 1920 == 0 and frames <= 19 * 1920
+        audio_of[model] = out.read_bytes()
+    assert audio_of["qwen/qwen3-tts"] == audio_of[MODEL_ID]

@@ -38,6 +38,10 @@ def test_checkpoint_hook_runs_the_models_resolver(monkeypatch):
         calls.append((model, weights))
         if weights == "bad":
             raise ValueError("DIR/config.json: missing\n  fix:  copy it")
+        if weights == "published":  # served by another registered pipeline
+            return checkpoints.Checkpoint("/published", pipeline="org/model-real")
+        if weights == "export":  # not a published checkpoint: the model runs as registered
+            return None
         return "/resolved"
 
     entry = SimpleNamespace(name="org/model", load=lambda: resolver)
@@ -46,4 +50,7 @@ def test_checkpoint_hook_runs_the_models_resolver(monkeypatch):
     assert checkpoints.resolve_weights("other/model", "DIR") == "DIR"
     with pytest.raises(checkpoints.CheckpointProblem, match="config.json: missing"):
         checkpoints.resolve_weights("org/model", "bad")
-    assert calls == [("Org/Model", None), ("org/model", "bad")]
+    assert checkpoints.resolve_checkpoint("org/model", "published") == checkpoints.Checkpoint("/published", "org/model-real")
+    assert checkpoints.resolve_checkpoint("org/model", "export") == checkpoints.Checkpoint("export", None)
+    assert checkpoints.resolve_checkpoint("org/model", None).pipeline is None
+    assert calls[:2] == [("Org/Model", None), ("org/model", "bad")]
