@@ -84,3 +84,52 @@ def test_the_stage_holds_artefacts_in_the_byte_bounded_cache(tmp_path):
     assert cache.size_bytes == 2 * embedding_bytes
     assert cache.get(key("a")) is None and cache.get(key("b")) is not None and cache.get(key("c")) is not None
     assert artefact_path(str(tmp_path), key("a")).is_file()  # evicted from memory, still on disk
+
+
+def test_real_higgs_audio_encoder_stage_encodes_a_keyed_voice_once(tmp_path):
+    """The published Higgs-TTS layout (a tiny checkpoint): its ``audio_encoder`` stage computes the reference
+    codes once; the preprocessing passes the server's key on; a preset voice has no codes."""
+    from higgs_checkpoint import write_checkpoint
+
+    from omni_models.higgs_tts_real import stages
+    from omni_runtime import StagePayload
+
+    root = str(write_checkpoint(tmp_path / "ckpt", reference=False).root)
+    pre, encoder = stages.build_preprocessing(model_path=root), stages.build_audio_encoder(model_path=root)
+
+    def codes(**fields):
+        payload = pre.process(StagePayload("r", {"text": "hello there", "ref_text": "a reference", **fields}))
+        return encoder.process(payload).data["ref_codes"]
+
+    voice = {"voice_key": key("higgs"), "voices_dir": str(tmp_path / "voices")}
+    unkeyed = codes(ref_audio=tone(180.0), ref_sample_rate=24000)
+    assert torch.equal(codes(ref_audio=tone(180.0), ref_sample_rate=24000, **voice), unkeyed)
+    assert artefact_path(voice["voices_dir"], voice["voice_key"]).is_file()
+    assert torch.equal(codes(**voice), unkeyed) and torch.equal(codes(ref_audio=tone(310.0), ref_sample_rate=24000, **voice), unkeyed)
+    voice_cache._CACHE = ArtefactCache(1 << 24)
+    assert torch.equal(codes(**voice), unkeyed)
+    assert codes() is None
+
+
+def test_real_qwen3_base_x_vector_is_computed_once_for_a_keyed_voice(tmp_path):
+    """The published Qwen3-TTS 12 Hz Base layout (a tiny checkpoint): the speaker encoder's x-vector of an uploaded or
+    inline voice is computed once; an uploaded voice (a key, no audio) passes the Base checkpoint's ref_audio rule."""
+    from qwen3_tts_12hz_checkpoint import write_checkpoint
+
+    from omni_models.qwen3_tts_12hz import stages
+
+    pre = stages.build_preprocessing(model_path=str(write_checkpoint(tmp_path / "base", "base")))
+    voice = {"voice_key": key("qwen3"), "voices_dir": str(tmp_path / "voices")}
+
+    def x_vector(**fields):
+        return pre.prepare({"text": "hello there", "x_vector_only_mode": True, "max_new_tokens": 8, **fields}).inputs.x_vector
+
+    unkeyed = x_vector(ref_audio=tone(180.0), ref_sample_rate=24000)
+    assert torch.equal(x_vector(ref_audio=tone(180.0), ref_sample_rate=24000, **voice), unkeyed)
+    assert artefact_path(voice["voices_dir"], voice["voice_key"]).is_file()
+    assert torch.equal(x_vector(**voice), unkeyed) and torch.equal(x_vector(ref_audio=tone(310.0), ref_sample_rate=24000, **voice), unkeyed)
+    voice_cache._CACHE = ArtefactCache(1 << 24)
+    assert torch.equal(x_vector(**voice), unkeyed)
+    assert not torch.equal(x_vector(ref_audio=tone(310.0), ref_sample_rate=24000), unkeyed)
+    with pytest.raises(InvalidRequest, match="ref_audio"):
+        x_vector()
