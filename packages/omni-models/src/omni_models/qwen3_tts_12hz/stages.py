@@ -104,7 +104,7 @@ class Preprocessing:
 
         def encode(wave: torch.Tensor) -> dict[str, torch.Tensor]:
             found = {"x_vector": self.speaker_encoder.embed(wave)}
-            if icl or (VOICE_KEY in data and clone_support_problem() is None):
+            if (icl or VOICE_KEY in data) and clone_support_problem() is None:
                 found["ref_codes"] = self.reference_encoder().encode(wave if rate == codec_rate else reference_wave(data, codec_rate))
             return found
 
@@ -113,9 +113,6 @@ class Preprocessing:
 
         wave = None if data.get("ref_audio") is None else reference_wave(data, rate)
         found = reference_artefacts(data, wave, encode, no_reference)
-        if icl and "ref_codes" not in found:
-            raise InvalidRequest("this voice was stored without its reference frames (the server could not clone in context then); "
-                                 "upload it again or send x_vector_only_mode true", param="voice")
         return found["x_vector"], found.get("ref_codes")
 
     @torch.inference_mode()
@@ -128,12 +125,14 @@ class Preprocessing:
         x_vector = ref_codes = ref_ids = None
         if spec.variant == "base":
             icl = not fields.x_vector_only
+            x_vector, ref_codes = self.reference(data, icl)  # first: an upload stores its artefacts even where ICL is refused
             if icl:
                 problem = clone_support_problem()
                 if problem:
                     raise InvalidRequest(f"this server cannot clone in context ({problem}); send x_vector_only_mode true", param="ref_text")
-            x_vector, ref_codes = self.reference(data, icl)
-            if icl:
+                if ref_codes is None:
+                    raise InvalidRequest("this voice was stored without its reference frames (the server could not clone in context then); "
+                                         "upload it again or send x_vector_only_mode true", param="voice")
                 ref_ids = tuple(self.tokenizer.encode(reference_text(fields.ref_text)))
             else:
                 ref_codes = None
