@@ -8,6 +8,8 @@ to them, so omni-config checked them before this runs). The runtime adds ``devic
 preprocessing     text request + the reference recording at its encoder's rate (payload)
 speaker_encoder   reference (or preset voice) -> ``speaker_embedding`` (payload)
 audio_encoder     reference -> ``ref_codes`` through the codec encoder (payload)
+                  (both compute an uploaded or inline voice once and then read it from the
+                  voice cache, ``voice_cache``; so does an engine that encodes the reference)
 tts_engine        the AR engine over the model's codebook layout; streams chunks to the
                   vocoder (``streams``) or returns all ``codes``
 vocoder           the streaming codec decoder -> audio chunks for the client
@@ -26,6 +28,9 @@ from .request import TextRequest
 from .sampling import SamplingParams
 from .spec import CodecTokenSpec, EngineKnobs, knobs_for
 from .stages import AREngine, AudioFormat, CodecVocoder, SpeakerEncoderStage, require, with_data
+from .voice_cache import VOICE_KEY, reference_artefacts
+
+REF_CODES = "ref_codes"
 
 
 def ar_engine(spec: CodecTokenSpec, knobs: EngineKnobs, loader: Any, stage: str) -> AREngine:
@@ -37,7 +42,12 @@ def ar_engine(spec: CodecTokenSpec, knobs: EngineKnobs, loader: Any, stage: str)
 
 
 class ReferenceCodesEncoder:
-    """``ref_wave`` -> ``ref_codes`` ``[K, frames]`` (empty for a preset voice); the wave leaves the payload."""
+    """``ref_wave`` -> ``ref_codes`` ``[K, frames]`` (empty for a preset voice); the wave leaves the payload.
+
+    A voice the server keyed (``voice_key``: an uploaded voice or inline ``ref_audio``) is encoded
+    once and then read from the voice cache, in whichever stage holds this encoder (its own
+    ``audio_encoder`` stage, or the engine of a model that encodes there).
+    """
 
     def __init__(self, spec: CodecTokenSpec, loader: Any, stage: str):
         self.spec, self.stage, self.device = spec, stage, loader.device
@@ -50,9 +60,14 @@ class ReferenceCodesEncoder:
             return torch.zeros(self.spec.codec.num_codebooks, 0, dtype=torch.long)
         return self.quantizer.encode(self.encoder(wave.to(self.device))).cpu()
 
+    def codes(self, data: dict[str, Any], wave: torch.Tensor | None) -> torch.Tensor:
+        """``encode(wave)``, through the voice cache when the request carries a voice key."""
+        found = reference_artefacts(data, wave, lambda ref: {REF_CODES: self.encode(ref)}, lambda: {REF_CODES: self.encode(None)})
+        return found[REF_CODES]
+
     def process(self, payload: Any, ctx: Any = None) -> Any:
         data = dict(payload.data)
-        data["ref_codes"] = self.encode(require(data, "ref_wave", self.spec.name, self.stage))
+        data[REF_CODES] = self.codes(data, require(data, "ref_wave", self.spec.name, self.stage))
         del data["ref_wave"]
         return with_data(payload, data)
 
@@ -73,10 +88,10 @@ class CodecTokenEngine:
             cond = self.engine.model.voice(request.voice_index)
         prompt = None
         if spec.encodes_reference_in == "encoder_stage":
-            prompt = require(data, "ref_codes", spec.name, self.stage)
+            prompt = require(data, REF_CODES, spec.name, self.stage)
         elif self.reference is not None:
             wave = require(data, "ref_wave", spec.name, self.stage)
-            prompt = None if wave is None else self.reference.encode(wave)
+            prompt = None if wave is None and VOICE_KEY not in data else self.reference.codes(data, wave)
         if spec.streams:
             total = self.engine.stream(ctx, request, cond, prompt)
             return with_data(payload, {"num_frames": total, "frame_rate": spec.frame_rate})

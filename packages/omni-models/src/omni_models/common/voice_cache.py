@@ -3,8 +3,9 @@
 The server keys a reference recording by the sha256 of its decoded PCM and the served
 model (``voice_key``) and names the directory that holds the artefacts (``voices_dir``);
 both are payload fields only the server sets (clients cannot send them). A stage that
-turns a recording into speaker artefacts calls :func:`reference_speaker` instead of its
-encoder: the artefacts come from this process's byte-bounded LRU, else from
+turns a recording into speaker artefacts calls :func:`reference_artefacts` (or
+:func:`reference_speaker` for a lone embedding) instead of its encoder: the artefacts
+come from this process's byte-bounded LRU, else from
 ``<voices_dir>/<voice_key>.safetensors``, else the encoder computes them and they are
 written there atomically (temp file + rename), so a restart or another worker reuses
 them. Because the key is the content, a voice name reused for other audio can never
@@ -102,6 +103,33 @@ def cached_artefacts(data: dict[str, Any], compute: Callable[[], dict[str, torch
     return computed
 
 
+def voice_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The server's ``voice_key`` / ``voices_dir`` of a request, for a stage to pass on to the encoder stage after it."""
+    return {name: data[name] for name in (VOICE_KEY, VOICES_DIR) if name in data}
+
+
+Artefacts = dict[str, torch.Tensor]
+
+
+def reference_artefacts(
+    data: dict[str, Any],
+    ref: torch.Tensor | None,
+    encode: Callable[[torch.Tensor], Artefacts],
+    preset: Callable[[], Artefacts],
+) -> Artefacts:
+    """What a model derives from a reference recording (speaker embedding, prompt codes, ...), by name.
+
+    Without ``voice_key`` (a request the server did not key, or a direct ``Runtime.submit``)
+    this is ``preset()`` or ``encode(ref)`` as before. With it, the artefacts come from the
+    cache (memory, then ``--voices-dir``) and ``encode`` runs only when neither has them; the
+    result is on the CPU (callers move it where they need it) and shared by every request of
+    that voice, so callers must not modify it in place.
+    """
+    if VOICE_KEY not in data:
+        return preset() if ref is None else encode(ref)
+    return cached_artefacts(data, None if ref is None else (lambda: encode(ref)))
+
+
 def reference_speaker(
     data: dict[str, Any],
     ref: torch.Tensor | None,
@@ -110,10 +138,8 @@ def reference_speaker(
     device: Any = "cpu",
 ) -> torch.Tensor:
     """The speaker embedding: a preset voice, the encoder's embedding of ``ref``, or the cached one for ``voice_key``."""
-    if VOICE_KEY not in data:
-        return preset() if ref is None else encode(ref)
-    compute = None if ref is None else (lambda: {SPEAKER: encode(ref)})
-    return cached_artefacts(data, compute)[SPEAKER].to(device)
+    found = reference_artefacts(data, ref, lambda r: {SPEAKER: encode(r)}, lambda: {SPEAKER: preset()})
+    return found[SPEAKER].to(device)
 
 
 def _save(path: Path, artefacts: dict[str, torch.Tensor]) -> None:

@@ -1,7 +1,8 @@
 """Fun-CosyVoice3 stages.
 
 preprocessing  text normalisation + byte tokens, limits, the speaker embedding (CAM++-style
-               encoder or a preset voice) and the reference's speech tokens (speech tokenizer);
+               encoder or a preset voice) and the reference's speech tokens (speech tokenizer; an uploaded
+               or inline voice: computed once, then read from the voice cache);
                the prepared request stays in ``_PREPARED_REQUESTS`` (process-local)
 tts_engine     speech-token LM (KV cache) generating one 6561-entry codebook at 25 Hz,
                streamed to the vocoder with the speaker embedding on the first chunk
@@ -36,6 +37,7 @@ from omni_models.common.sampling import SamplingParams, generator_for
 from omni_models.common.speaker import SpeakerEncoderConfig
 from omni_models.common.spec import EngineKnobs, LoaderKnobs, VocoderKnobs, apply_knobs
 from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder, require, with_data
+from omni_models.common.voice_cache import reference_artefacts
 
 from .handoff import _PREPARED_REQUESTS, _PREPROCESSING_CONTEXT, EDGE, MODEL  # the contract's module state
 from .model import TokenFlowConfig, build_token_flow
@@ -77,15 +79,18 @@ class Preprocessing:
         data = payload.data
         text = prepare_text_request(data, frame_rate=TOKEN_RATE, max_chars=MAX_CHARS, max_seconds=MAX_SECONDS)
         ref = reference_audio(data, SPEECH_TOKENIZER.sample_rate)
-        if ref is None:
-            speaker = self.speaker.preset(text.voice_index)
-            tokens = torch.zeros(1, 0, dtype=torch.long)
-        else:
-            ref = ref.to(self.device)
-            speaker = self.speaker(resample(ref[None], SPEECH_TOKENIZER.sample_rate, SPEAKER.sample_rate)[0])
-            tokens = self.tokenizer_quantizer.encode(self.tokenizer_encoder(ref)).cpu()
+        found = reference_artefacts(data, ref, self._encode,
+                                    lambda: {"speaker": self.speaker.preset(text.voice_index), "prompt_tokens": torch.zeros(1, 0, dtype=torch.long)})
+        speaker, tokens = found["speaker"], found["prompt_tokens"]
         prepared.put(_PREPARED_REQUESTS, payload.request_id, PreparedRequest(text, speaker.cpu(), tokens), model=MODEL)
         return with_data(payload, {"text": text.text, "num_prompt_tokens": tokens.shape[1]})
+
+
+    def _encode(self, ref: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Both artefacts of a recording: the CAM++ speaker embedding and the speech tokenizer's prompt tokens."""
+        ref = ref.to(self.device)
+        speaker = self.speaker(resample(ref[None], SPEECH_TOKENIZER.sample_rate, SPEAKER.sample_rate)[0])
+        return {"speaker": speaker, "prompt_tokens": self.tokenizer_quantizer.encode(self.tokenizer_encoder(ref)).cpu()}
 
 
 class TTSEngine:

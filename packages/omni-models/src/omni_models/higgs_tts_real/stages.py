@@ -2,7 +2,8 @@
 
 preprocessing  the text prompt's token ids around the reference block (``tokenizer.json``),
                generation limits, sampling fields, the reference recording at 24 kHz
-audio_encoder  the Higgs Audio v2 tokenizer's encoder: reference waveform -> codes ``[N, T]``
+audio_encoder  the Higgs Audio v2 tokenizer's encoder: reference waveform -> codes ``[N, T]`` (an
+               uploaded or inline voice: encoded once, then read from the voice cache)
 tts_engine     the Qwen3 backbone under continuous batching, streaming aligned frames
 vocoder        the tokenizer's decoder, streamed chunk by chunk with left context
 
@@ -24,6 +25,7 @@ from omni_models.common.request import request_sampling
 from omni_models.common.sampling import generator_for, request_seed
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits, StepScheduler
 from omni_models.common.stages import AudioFormat, emit_codes, is_cancelled, require, with_data
+from omni_models.common.voice_cache import reference_artefacts, voice_fields
 from omni_models.common.weights import resolve_device
 from omni_runtime.errors import InvalidRequest
 
@@ -97,7 +99,7 @@ class HiggsPreprocessing:
         out = {
             "text": text, "top_p": None if top_p is None else float(top_p), "prefix_ids": prefix, "suffix_ids": suffix, "zero_shot_ids": self.tokenizer.zero_shot(text.strip()),
             "limits": GenerationLimits(0, rows).to_dict(), "explicit_max": requested is not None, "seed": request_seed(data), **request_sampling(data),
-            "ref_wave": reference_wave(data, self.sample_rate),
+            "ref_wave": reference_wave(data, self.sample_rate), **voice_fields(data),
         }
         return with_data(payload, out)
 
@@ -111,14 +113,16 @@ class HiggsAudioEncoder:
     def process(self, payload: Any, ctx: Any = None) -> Any:
         data = dict(payload.data)
         wave = require(data, "ref_wave", MODEL, "audio_encoder")
-        codes = None
-        if wave is not None:
-            minimum = int(MIN_REFERENCE_SECONDS * self.codec.shape.sample_rate)
-            wave = F.pad(wave, (0, max(0, minimum - wave.shape[-1])))
-            codes = self.codec.encode(wave.to(self.device)).cpu()
+        found = reference_artefacts(data, wave, lambda ref: {"ref_codes": self.encode(ref)}, dict)  # a preset voice: no codes
         del data["ref_wave"]
-        data["ref_codes"] = codes
+        data["ref_codes"] = found.get("ref_codes")
         return with_data(payload, data)
+
+    def encode(self, wave: torch.Tensor) -> torch.Tensor:
+        """The reference's codes ``[N, T]`` (a reference under a second zero-padded to one)."""
+        minimum = int(MIN_REFERENCE_SECONDS * self.codec.shape.sample_rate)
+        wave = F.pad(wave, (0, max(0, minimum - wave.shape[-1])))
+        return self.codec.encode(wave.to(self.device)).cpu()
 
 
 def prompt_ids(data: dict[str, Any], ref_codes: torch.Tensor | None) -> list[int]:

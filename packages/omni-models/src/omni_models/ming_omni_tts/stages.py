@@ -3,7 +3,8 @@
 preprocessing     text normalisation + byte tokens, limits, voice, and the reference recording
                   at 44.1 kHz, all in the payload
 reference_encode  speaker encoder -> ``spk_emb`` ``[64]`` and the audio VAE encoder ->
-                  ``prompt_latent`` ``[32, frames]``, both sent as tensors in the payload
+                  ``prompt_latent`` ``[32, frames]``, both sent as tensors in the payload (an
+                  uploaded or inline voice: computed once, then read from the voice cache)
 tts_engine        AR transformer (KV cache) with a flow-matching head generating 25 Hz
                   continuous latents, streamed to audio_decode
 audio_decode      latent decoder: 25 Hz latents -> 44.1 kHz mono, streamed to the client
@@ -28,6 +29,7 @@ from omni_models.common.speaker import SpeakerEncoderConfig
 from omni_models.common.spec import LoaderKnobs, VocoderKnobs, apply_knobs
 from omni_models.common.stages import AudioFormat, CodecVocoder, is_cancelled, require, with_data
 from omni_models.common.stages import chunk_frames as group_frames
+from omni_models.common.voice_cache import reference_artefacts
 
 from .model import LatentARConfig, build_latent_ar, generate_latents
 
@@ -58,17 +60,19 @@ class ReferenceEncode:
     def process(self, payload: Any, ctx: Any = None) -> Any:
         data = dict(payload.data)
         wave = require(data, "ref_wave", MODEL, "reference_encode")
-        if wave is None:
-            spk_emb = self.speaker.preset(int(require(data, "voice_index", MODEL, "reference_encode")))
-            prompt_latent = torch.zeros(VAE.latent_dim, 0)
-        else:
-            wave = wave.to(self.device)
-            spk_emb = self.speaker(resample(wave[None], VAE.sample_rate, SPEAKER.sample_rate)[0])
-            prompt_latent = self.encoder(wave)
+        found = reference_artefacts(data, wave, self._encode, lambda: {
+            "spk_emb": self.speaker.preset(int(require(data, "voice_index", MODEL, "reference_encode"))),
+            "prompt_latent": torch.zeros(VAE.latent_dim, 0),
+        })
         del data["ref_wave"]
-        data["spk_emb"] = spk_emb.detach().to("cpu", torch.float32).contiguous()
-        data["prompt_latent"] = prompt_latent.detach().to("cpu", torch.float32).contiguous()
+        for name, tensor in found.items():
+            data[name] = tensor.detach().to("cpu", torch.float32).contiguous()
         return with_data(payload, data)
+
+    def _encode(self, wave: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Both artefacts of a recording: the speaker embedding and the VAE's prompt latents."""
+        wave = wave.to(self.device)
+        return {"spk_emb": self.speaker(resample(wave[None], VAE.sample_rate, SPEAKER.sample_rate)[0]), "prompt_latent": self.encoder(wave)}
 
 
 class TTSEngine:

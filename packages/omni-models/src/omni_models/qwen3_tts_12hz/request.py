@@ -16,6 +16,7 @@ from typing import Any
 
 from omni_models.common.limits import GenerationLimits
 from omni_models.common.sampling import request_seed
+from omni_models.common.voice_cache import VOICE_KEY
 from omni_runtime.errors import InvalidRequest
 
 from .sampling import Sampler
@@ -89,7 +90,7 @@ def parse_request(data: dict[str, Any], spec: ModelSpec, defaults: GenerationDef
     language = data.get("language", "auto")
     if not isinstance(language, str) or language.lower() not in spec.supported_languages:
         refuse("language", f"language {language!r} is not one this checkpoint lists; choose one of: {', '.join(spec.supported_languages)}")
-    ref_given = data.get("ref_audio") is not None
+    ref_given = data.get("ref_audio") is not None or VOICE_KEY in data  # a voice_key: an uploaded voice (omni serve)
     ref_text = _text(data, "ref_text", required=False)
     x_only = data.get("x_vector_only_mode", False)
     if not isinstance(x_only, bool):

@@ -2,7 +2,8 @@
 
 preprocessing  request fields checked against the variant, text/instruction/reference transcript
                tokenised with the checkpoint's tokenizer, the Base x-vector (speaker encoder) and,
-               for in-context cloning, the reference frames (codec encoder); the prepared request
+               for in-context cloning, the reference frames (codec encoder), both computed once per
+               uploaded or inline voice and then read from the voice cache; the prepared request
                stays in ``_PREPARED_REQUESTS`` (process-local, ``handoff``)
 tts_engine     talker + code predictor under the continuous-batching scheduler; code chunks
                stream to the vocoder
@@ -24,6 +25,7 @@ from omni_models.common.audio import _decode_wav
 from omni_models.common.combine import Combiner
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from omni_models.common.stages import AudioFormat, is_cancelled, require, with_data
+from omni_models.common.voice_cache import VOICE_KEY, reference_artefacts
 from omni_models.common.weights import DEFAULT_SEED, resolve_device
 from omni_runtime.errors import InvalidRequest
 
@@ -54,13 +56,21 @@ def open_checkpoint(load_format: str, model_path: str | None, num_threads: int |
 
 
 def reference_wave(data: dict[str, Any], rate: int) -> torch.Tensor:
-    """``ref_audio`` (WAV bytes) as mono float32 at ``rate``, resampled like the reference (soxr HQ)."""
+    """``ref_audio`` (WAV bytes, or the float tensor ``[channels, samples]`` with ``ref_sample_rate`` that
+    ``omni serve`` decodes any upload or inline recording to) as mono float32 at ``rate``, resampled
+    like the reference (soxr HQ)."""
     raw = data.get("ref_audio")
-    if not isinstance(raw, (bytes, bytearray)):
+    if isinstance(raw, torch.Tensor):
+        source = data.get("ref_sample_rate")
+        if isinstance(source, bool) or not isinstance(source, int) or source <= 0:
+            raise InvalidRequest(f"ref_sample_rate must be a positive integer with a tensor ref_audio, got {source!r}", param="ref_sample_rate")
+        audio = raw.detach().to(torch.float32).cpu().reshape(-1 if raw.dim() == 1 else raw.shape[0], raw.shape[-1])
+    elif isinstance(raw, (bytes, bytearray)):
+        audio, source = _decode_wav(bytes(raw))
+    else:
         raise InvalidRequest("ref_audio must be a base64-encoded WAV file", param="ref_audio")
-    audio, source = _decode_wav(bytes(raw))
-    if audio.shape[-1] == 0 or audio.shape[-1] / source > MAX_REFERENCE_SECONDS:
-        raise InvalidRequest(f"ref_audio must hold between 0 and {MAX_REFERENCE_SECONDS:.0f} s of audio", param="ref_audio")
+    if audio.shape[-1] == 0 or audio.shape[-1] / source > MAX_REFERENCE_SECONDS or not torch.isfinite(audio).all():
+        raise InvalidRequest(f"ref_audio must hold between 0 and {MAX_REFERENCE_SECONDS:.0f} s of finite audio", param="ref_audio")
     mono = audio.mean(dim=0)
     if source != rate:
         mono = torch.from_numpy(soxr.resample(mono.numpy(), source, rate, quality="HQ")).float()
@@ -83,6 +93,28 @@ class Preprocessing:
                 self._reference_encoder = ReferenceEncoder(self.checkpoint.codec, self.checkpoint.directory, self.device)
             return self._reference_encoder
 
+    def reference(self, data: dict[str, Any], icl: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The Base reference's x-vector (speaker encoder) and, for in-context cloning, its codec frames.
+
+        A voice the server keyed (uploaded, or inline ``ref_audio``) is encoded once, with its
+        frames whenever this server can clone in context (so a later ICL request finds them), and
+        then read from the voice cache."""
+        rate = self.checkpoint.model.speaker_encoder.sample_rate
+        codec_rate = self.checkpoint.codec.input_sample_rate
+
+        def encode(wave: torch.Tensor) -> dict[str, torch.Tensor]:
+            found = {"x_vector": self.speaker_encoder.embed(wave)}
+            if (icl or VOICE_KEY in data) and clone_support_problem() is None:
+                found["ref_codes"] = self.reference_encoder().encode(wave if rate == codec_rate else reference_wave(data, codec_rate))
+            return found
+
+        def no_reference() -> dict[str, torch.Tensor]:
+            raise InvalidRequest("the Base checkpoint clones a voice: send ref_audio", param="ref_audio")
+
+        wave = None if data.get("ref_audio") is None else reference_wave(data, rate)
+        found = reference_artefacts(data, wave, encode, no_reference)
+        return found["x_vector"], found.get("ref_codes")
+
     @torch.inference_mode()
     def prepare(self, data: dict[str, Any]) -> PreparedRequest:
         spec = self.checkpoint.model
@@ -92,16 +124,18 @@ class Preprocessing:
             language_id = spec.languages[spec.dialects[fields.speaker]]
         x_vector = ref_codes = ref_ids = None
         if spec.variant == "base":
-            rate = spec.speaker_encoder.sample_rate
-            wave = reference_wave(data, rate)
-            x_vector = self.speaker_encoder.embed(wave)
-            if not fields.x_vector_only:
+            icl = not fields.x_vector_only
+            x_vector, ref_codes = self.reference(data, icl)  # first: an upload stores its artefacts even where ICL is refused
+            if icl:
                 problem = clone_support_problem()
                 if problem:
                     raise InvalidRequest(f"this server cannot clone in context ({problem}); send x_vector_only_mode true", param="ref_text")
-                codec_wave = wave if rate == self.checkpoint.codec.input_sample_rate else reference_wave(data, self.checkpoint.codec.input_sample_rate)
-                ref_codes = self.reference_encoder().encode(codec_wave)
+                if ref_codes is None:
+                    raise InvalidRequest("this voice was stored without its reference frames (the server could not clone in context then); "
+                                         "upload it again or send x_vector_only_mode true", param="voice")
                 ref_ids = tuple(self.tokenizer.encode(reference_text(fields.ref_text)))
+            else:
+                ref_codes = None
         inputs = PromptInputs(
             text_ids=tuple(self.tokenizer.encode(assistant_text(fields.text))),
             instruct_ids=tuple(self.tokenizer.encode(instruct_text(fields.instructions))) if fields.instructions else None,

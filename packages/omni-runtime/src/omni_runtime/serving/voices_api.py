@@ -7,7 +7,8 @@ carrying ``voice_key``: the model's own encoder stage computes the speaker artef
 writes them to ``--voices-dir`` (``omni_models.common.voice_cache``); the parent never
 runs model code. A second upload of the same recording, under any name, finds them and
 computes nothing (``omni_voice_artefacts_total{outcome="reused"}``). A pipeline whose
-stages store no artefacts (it does not clone voices) answers 400.
+stages store no artefacts, or refuse ``ref_audio``, does not clone voices: 400
+``voice_cloning_unsupported``.
 
 Every speech path (``/v1/audio/speech``, the batch and the WebSocket) calls
 :meth:`VoiceResolver.resolve`: an uploaded voice named by id or name, or inline
@@ -44,6 +45,8 @@ VOICES = "/v1/audio/voices"
 log = logging.getLogger("uvicorn.error.omni")
 _PREPARE_TEXT = "This is my voice."
 _PREPARE_TIMEOUT_S = 300.0
+_PREPARE_FRAMES = 4
+"""Frames the preparing request may generate: the fewest every model accepts (Qwen3-TTS 12 Hz needs 3)."""
 
 
 class VoiceResolver:
@@ -133,13 +136,22 @@ class VoiceResolver:
 
     async def _compute(self, model: str, key: str, audio: DecodedAudio, ref_text: str) -> None:
         """One short request through the runtime: the model's encoder stage computes and stores the artefacts."""
-        data = {"text": ref_text or _PREPARE_TEXT, "voice": None, "speed": 1.0, "stream": False, "max_new_tokens": 1,
+        data = {"text": ref_text or _PREPARE_TEXT, "voice": None, "speed": 1.0, "stream": False, "max_new_tokens": _PREPARE_FRAMES,
                 **self._payload_keys(key), **_audio_fields(audio)}
+        if ref_text:
+            data["ref_text"] = ref_text  # models that clone in context (Qwen3-TTS 12 Hz Base, Higgs-TTS) need the transcript
         try:
             handle = await self.runtime.submit(data)
             await asyncio.wait_for(handle.result(), _PREPARE_TIMEOUT_S)
         except RequestFailed as exc:
+            if getattr(exc, "kind", "") == "invalid_request" and self.store.has_artefacts(key):
+                # the stage stored the artefacts, then refused the preparing synthesis itself (Qwen3-TTS 12 Hz Base
+                # without in-context cloning support): the voice is usable, the refusal reaches the requests that need it
+                log.info("voice %s for %s: artefacts stored; the preparing request was refused: %s", key[:12], model, exc.message)
+                return
             if getattr(exc, "kind", "") == "invalid_request":
+                if getattr(exc, "param", None) == "ref_audio":  # the server checked the audio: the model takes none (Voxtral)
+                    raise _unsupported(model, exc.message) from None
                 raise APIError(400, f"the model refused the reference recording: {exc.message}", param="file", code="invalid_audio") from None
             raise runtime_error(exc) from None
         except RuntimeFailure:
@@ -147,8 +159,7 @@ class VoiceResolver:
         except asyncio.TimeoutError:
             raise APIError(504, "computing the speaker artefacts took too long", type="server_error", code="deadline_exceeded") from None
         if not self.store.has_artefacts(key):
-            raise bad_request(f"model {model!r} does not clone voices: its stages stored no speaker artefacts for the recording; "
-                              "use a preset voice (GET /v1/audio/voices)", param="model", code="voice_cloning_unsupported")
+            raise _unsupported(model, "its stages stored no speaker artefacts for the recording")
 
     def listing(self, presets: tuple[str, ...], model: str | None) -> dict[str, Any]:
         data: list[dict[str, Any]] = []
@@ -158,6 +169,11 @@ class VoiceResolver:
             data += [{"id": v, "object": "voice", "name": v, "model": served, "type": "builtin"} for v in presets]
             data += [record.card() for record in self.store.list(served)]
         return {"object": "list", "data": data, "models": list(self.settings.models)}
+
+
+def _unsupported(model: str, why: str) -> APIError:
+    return bad_request(f"model {model!r} does not clone voices ({why}); use a preset voice (GET /v1/audio/voices)",
+                       param="model", code="voice_cloning_unsupported")
 
 
 def _audio_fields(audio: DecodedAudio) -> dict[str, Any]:
