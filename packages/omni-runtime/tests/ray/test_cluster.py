@@ -101,6 +101,29 @@ def test_a_request_no_node_can_place_fails_at_startup_naming_the_resource(cluste
     assert seconds < 30
 
 
+def test_log_options_and_the_deadline_reach_a_worker_on_another_node(cluster):
+    """The Ray actor runs the same worker entry point as a local process: --log-level/--log-format apply there too."""
+    topology = compile_topology(raw_config({
+        "name": "logs-on-b",
+        "stages": [{"name": "probe", "factory": "ray_stages:log_setup", "process": "far", "terminal": True}],
+        "processes": {"far": {"ray": {"resources": {"node_b": 1}}}},
+        "process_local_edges": [],
+    }))
+
+    async def scenario():
+        runtime = Runtime(topology, backend="ray", device="cpu", log=None, startup_timeout=120, log_level="debug", log_format="json")
+        await runtime.start()
+        try:
+            return await (await runtime.submit({}, timeout=50.0)).result()
+        finally:
+            await runtime.shutdown()
+
+    result = run(scenario())
+    assert result["level"] == "DEBUG"
+    assert result["formats"] == ["JsonFormatter"]
+    assert 0 < result["deadline_left"] <= 50.0  # ctx.deadline: a monotonic instant on the worker's own clock
+
+
 def test_omni_topology_backend_ray_prints_node_devices_and_hop_transports(cluster, tmp_path, capsys):
     import yaml
 

@@ -43,7 +43,8 @@ def run_worker(launch_json: str, host: WorkerHost | None = None) -> int:
         if entry not in sys.path and os.path.exists(entry):
             sys.path.insert(0, entry)
     options = WorkerOptions(**launch.options)
-    logs.configure(options.log_level, options.log_format, instance=launch.instance, marked=True)
+    # marked: a local worker's lines are passed through by its parent; elsewhere they are read as they are
+    logs.configure(options.log_level, options.log_format, instance=launch.instance, marked=host.owns_process)
     if host.owns_process and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, lambda _signum, _frame: TERM_EARLY.set())
