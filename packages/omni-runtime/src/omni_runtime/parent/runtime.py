@@ -335,11 +335,13 @@ class Runtime:
         return self._shutting_down
 
     def supervision(self) -> dict[str, Any]:
-        """Restarts by (instance, reason) and each start's seconds to ready, for ``/metrics``."""
+        """Restarts by (instance, reason), each start's seconds to ready, and control messages that could not
+        be sent by (kind, peer), for ``/metrics``."""
+        failures = self.control.counts()
         if self.supervisor is None:
-            return {"restarts": {}, "ready_seconds": []}
+            return {"restarts": {}, "ready_seconds": [], "control_failures": failures}
         stats = self.supervisor.stats
-        return {"restarts": dict(stats.restarts), "ready_seconds": list(stats.ready_seconds)}
+        return {"restarts": dict(stats.restarts), "ready_seconds": list(stats.ready_seconds), "control_failures": failures}
 
     def queue_depths(self) -> dict[str, int]:
         """In-flight requests bound to each process instance."""
