@@ -215,14 +215,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ..serving.guard import ConnectionLimits
     from ..serving.request import SpeechLimits
     from ..serving.server import ServeOptions, bind, serve_runtime
-    from ..serving.voices import build_info, voices_of
+    from ..serving.voices import build_info
 
     pipeline = load_pipeline(args, _stderr)
     models = tuple(dict.fromkeys(args.served_model_name or [pipeline.model_id]))
     settings = ServingSettings(
         models=models,
         limits=SpeechLimits(max_input_chars=args.max_input_chars, max_body_bytes=args.max_body_bytes),
-        voices=voices_of(pipeline.topology),
         api_key=args.api_key or None,
         allowed_origins=tuple(args.allowed_origins),
         body_timeout=args.body_timeout,

@@ -54,6 +54,8 @@ class ResultRouter:
         self.shm_prefix: str | None = None
         self.startup: asyncio.Future[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.stage_voices: dict[str, tuple[str, ...]] = {}
+        """``VOICES`` of each stage's factory module, as its worker reported at ready."""
 
     async def receive(self) -> None:
         assert self.plane is not None
@@ -82,8 +84,13 @@ class ResultRouter:
         h = msg.header
         kind = h[E.KIND]
         if kind == E.READY:
-            endpoint = msg.payload() if h.get(E.HAS_DATA) else None  # where a worker on another node listens
-            await self.backend.ready(h[E.SRC], endpoint, self.control.send)
+            report = msg.payload() if h.get(E.HAS_DATA) else None
+            report = report if isinstance(report, dict) else {}
+            voices = report.get("voices")
+            if isinstance(voices, dict):
+                self.stage_voices.update({str(k): tuple(str(v) for v in vs) for k, vs in voices.items() if isinstance(vs, list)})
+            # where a worker on another node listens (None on one host)
+            await self.backend.ready(h[E.SRC], report.get("endpoint"), self.control.send)
             self.on_ready(h[E.SRC])
             return
         if kind == E.STARTUP_ERROR:

@@ -351,6 +351,16 @@ class Runtime:
         """Requests admitted and not finished."""
         return len(self.table)
 
+    def voices(self) -> tuple[str, ...]:
+        """The preset voices the model lists (``VOICES`` of its entry stage's module, else of the first stage
+        module that has one), as the workers reported them at ready: the parent never imports a stage module."""
+        reported = self.results.stage_voices
+        entry = self.topology.entry_stage
+        for stage in [entry, *(s.name for s in self.topology.stages if s.name != entry)]:
+            if stage in reported:
+                return reported[stage]
+        return ()
+
     def control_failures(self) -> dict[tuple[str, str], int]:
         """Control messages (cancel, credit, shutdown, peer list) that could not be sent, by (kind, peer)."""
         return self.control.counts()

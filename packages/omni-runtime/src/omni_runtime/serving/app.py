@@ -23,6 +23,7 @@ from .metrics import NO_MODEL, ServingMetrics
 from .page import health_status, page_html, topology_state
 from .request import SpeechLimits
 from .speech import SPEECH, Disconnected, client_request_id, handle_speech, log_access
+from .voices import served_voices
 
 _SPEECH_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -52,7 +53,7 @@ class ServingSettings:
     limits: SpeechLimits = field(default_factory=SpeechLimits)
     created: int = field(default_factory=lambda: int(time.time()))
     voices: tuple[str, ...] = ()
-    """The pipeline's preset voices (``VOICES`` of its entry stage's module); empty when it declares none."""
+    """Preset voices to list; empty: the ones the workers reported at ready (``Runtime.voices()``)."""
     api_key: str | None = None
     """When set, every ``/v1`` route needs ``Authorization: Bearer <api_key>``."""
     allowed_origins: tuple[str, ...] = ()
@@ -111,7 +112,7 @@ def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
     @app.get("/v1/audio/voices")
     async def voices() -> JSONResponse:
         metrics.count("/v1/audio/voices", 200)
-        data = [{"id": v, "object": "voice", "name": v} for v in settings.voices]
+        data = [{"id": v, "object": "voice", "name": v} for v in served_voices(runtime, settings)]
         return JSONResponse({"object": "list", "data": data, "models": list(settings.models)})
 
     @app.get("/v1/topology")

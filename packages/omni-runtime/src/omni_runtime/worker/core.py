@@ -25,6 +25,7 @@ from .. import envelope as E
 from ..routing import Router
 from .build import BuiltStages, StageBuildError, build_stages
 from .dispatch import InboxDispatcher
+from .facts import stage_facts
 from .forward import Forwarder
 from .host import WorkerHost
 from .options import WorkerOptions
@@ -80,7 +81,8 @@ class Worker:
                 forwarder.delivery = runner
                 dispatcher = InboxDispatcher(self.plane, self.requests, runner)
                 endpoint = self.plane.endpoint() if hasattr(self.plane, "endpoint") else None  # where peers on other nodes reach us
-                await to_parent.send(E.header(E.READY, src=self.name, has_data=endpoint is not None), endpoint)
+                ready = {"endpoint": endpoint, **stage_facts(self.topology, self.instance)}
+                await to_parent.send(E.header(E.READY, src=self.name, has_data=True), ready)
                 try:
                     await dispatcher.serve()
                 finally:
