@@ -159,6 +159,14 @@ def _runtime_args(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="deadline of each request; past it the request fails and is cancelled in every stage (default: %(default)s)",
     )
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=nonnegative_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a ready worker silent this long (frozen, or a stage blocking its event loop) is killed and restarted "
+        "under its policy, its requests failed at once; 0 turns it off (default: %(default)s)",
+    )
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level of the server and every worker (default: %(default)s)")
     parser.add_argument("--log-format", default="text", choices=["text", "json"], help="one line per event as text, or as one JSON object (default: %(default)s)")
     add_backend_args(parser)
@@ -300,6 +308,7 @@ def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
         max_inflight=getattr(args, "max_inflight", None),
         log_level=getattr(args, "log_level", "warning"),
         log_format=getattr(args, "log_format", "text"),
+        heartbeat_timeout=getattr(args, "heartbeat_timeout", 30.0) or None,
         **backend_kwargs(args),
     )
 

@@ -21,7 +21,8 @@ from .. import envelope as E
 from ..errors import RequestFailed, StartupError
 from ..launch import Backend, ExitInfo
 from ..routing import Router
-from ..supervision import READY, Instance, Supervisor
+from ..supervision import READY, HeartbeatWatch, Instance, Supervisor
+from ..supervision.supervisor import silent_words
 from .control import ControlSender
 from .requests import RequestTable
 
@@ -54,6 +55,7 @@ class ResultRouter:
         self.shm_prefix: str | None = None
         self.startup: asyncio.Future[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.heartbeats: HeartbeatWatch | None = None
         self.stage_voices: dict[str, tuple[str, ...]] = {}
         """``VOICES`` of each stage's factory module, as its worker reported at ready."""
 
@@ -97,6 +99,11 @@ class ResultRouter:
             tb = msg.payload() if h.get(E.HAS_DATA) else ""
             self.on_startup_error(h[E.SRC], h.get(E.STAGE) or None, tb)
             return
+        if kind == E.HEARTBEAT:
+            msg.discard()
+            if self.heartbeats is not None:
+                self.heartbeats.beat(h.get(E.SRC, ""))
+            return
         if kind == E.TERM:
             msg.discard()
             self.on_term(h.get(E.SRC, ""))
@@ -133,6 +140,8 @@ class ResultRouter:
     def on_ready(self, name: str) -> None:
         assert self.supervisor is not None
         self.supervisor.on_ready(name)
+        if self.heartbeats is not None:
+            self.heartbeats.beat(name)
         states = [inst.state for inst in self.supervisor.instances.values()]
         if all(state == READY for state in states) and self.startup is not None and not self.startup.done():
             self.startup.set_result(None)
@@ -179,7 +188,7 @@ class ResultRouter:
             self.startup.set_exception(StartupError(None, inst.name, "", reason=detail))
             return
         self._reclaim_after(inst)
-        message = f"process {inst.name} {_describe(self.supervisor.reason(inst, info), info)} while the request was in flight"
+        message = f"process {inst.name} {_describe(inst, self.supervisor.reason(inst, info), info)} while the request was in flight"
         for req in self.table.bound_to(inst.name):
             self.table.finish(req, error=RequestFailed(message, process=inst.name, kind="process_died"))
             self.loop.create_task(self.table.broadcast_cancel(req, skip=inst.name))
@@ -200,7 +209,9 @@ class ResultRouter:
                 self.loop.create_task(self.control.send(other.name, header))
 
 
-def _describe(reason: str, info: ExitInfo) -> str:
+def _describe(inst: Instance, reason: str, info: ExitInfo) -> str:
     if reason == "SIGTERM":
         return "stopped after SIGTERM"
+    if inst.silent_for is not None:
+        return silent_words(inst.silent_for)
     return info.describe()

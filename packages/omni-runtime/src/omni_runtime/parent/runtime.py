@@ -36,7 +36,7 @@ from ..errors import RequestFailed, RuntimeNotRunning, StartupError
 from ..launch import Backend, LaunchedWorker, RunSetup, WorkerLaunch, backend_named
 from ..launch.registry import placement_notes
 from ..routing import ReplicaChooser, Router, instance_pairs
-from ..supervision import READY, STARTING, Supervisor
+from ..supervision import READY, RESTARTING, STARTING, HeartbeatWatch, Supervisor
 from ..worker.options import WorkerOptions
 from .admission import Admission, AdmissionLimits
 from .control import ControlSender
@@ -51,6 +51,7 @@ log = logging.getLogger("omni.runtime")
 STATUS_STARTING = "starting"
 STATUS_READY = "ready"
 STATUS_DEGRADED = "degraded"
+STATUS_RESTARTING = "restarting"
 STATUS_UNHEALTHY = "unhealthy"
 
 
@@ -75,6 +76,7 @@ class Runtime:
         backend: str | Backend = "local",
         log_level: str | None = None,
         log_format: str = "text",
+        heartbeat_timeout: float | None = 30.0,
         **backend_options: Any,
     ) -> None:
         """``topology``: a :class:`CompiledTopology` or a ``PipelineConfig`` (compiled here, once).
@@ -86,6 +88,9 @@ class Runtime:
         :class:`~omni_runtime.launch.Backend`. ``log``: where the process table and the
         ready line go (default: the ``omni.runtime`` logger). ``log_level``/``log_format``:
         the workers' logging (default: this process's level, text), on every backend.
+        ``heartbeat_timeout``: a ready worker that sent no heartbeat for this many seconds
+        (frozen, or a stage blocking its event loop) is killed and restarted under its
+        policy, its requests failed at once (``process_died``); None turns it off.
         """
         if isinstance(backend, str):
             backend_options = {k: v for k, v in backend_options.items() if v is not None}
@@ -101,6 +106,8 @@ class Runtime:
             raise ValueError(f"device must be None, 'cpu' or 'cuda', got {device!r}")
         if request_timeout <= 0:
             raise ValueError(f"request_timeout must be > 0 seconds, got {request_timeout}")
+        if heartbeat_timeout is not None and heartbeat_timeout <= 0:
+            raise ValueError(f"heartbeat_timeout must be > 0 seconds (or None for no heartbeat), got {heartbeat_timeout}")
         if max_inflight is not None and max_inflight < 1:
             raise ValueError(f"max_inflight must be at least 1 (or None for no bound), got {max_inflight}")
         self.device = device
@@ -117,7 +124,10 @@ class Runtime:
             shm_budget_bytes=shm_budget_bytes,
             log_level=level if level in ("critical", "error", "warning", "info", "debug") else "info",
             log_format=log_format,
+            heartbeat_interval=min(1.0, heartbeat_timeout / 4) if heartbeat_timeout else 0.0,
         )
+        self.heartbeat_timeout = heartbeat_timeout
+        self._heartbeats: HeartbeatWatch | None = None
         self.send_timeout = send_timeout
         self.request_timeout = request_timeout
         self.max_inflight = max_inflight
@@ -207,6 +217,9 @@ class Runtime:
         for inst in self.topology.instances:
             self._plane.outbox(inst.name)
         self.supervisor.restarting_enabled = True
+        if self.heartbeat_timeout:
+            self._heartbeats = self.results.heartbeats = HeartbeatWatch(self.supervisor, self.heartbeat_timeout)
+            self._heartbeats.start()
         self._accepting = True
         self._ready = True
         count = len(self.topology.instances)
@@ -265,6 +278,8 @@ class Runtime:
     async def _teardown(self) -> None:
         self._accepting = False
         self._shutting_down = True
+        if self._heartbeats is not None:
+            await self._heartbeats.stop()
         if self.supervisor is not None:
             await self.supervisor.kill_all()
         await self.backend.close()
@@ -311,8 +326,10 @@ class Runtime:
 
     # -- state ---------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        """``status``: ``starting``, ``ready``, ``degraded`` (an instance is down, every process can still serve)
-        or ``unhealthy``; ``healthy``: every instance ready; ``processes``: each instance's state."""
+        """``status``: ``starting``, ``ready``, ``degraded`` (an instance is down, every process can still serve),
+        ``restarting`` (a process needed to serve is down and being restarted under its policy) or ``unhealthy``
+        (one is down for good: past its restart budget, or stopped); ``healthy``: every instance ready;
+        ``processes``: each instance's state."""
         if self.supervisor is None:
             states = {i.name: STARTING for i in self.topology.instances}
         else:
@@ -325,8 +342,10 @@ class Runtime:
             status = STATUS_READY
         elif self.chooser.can_serve({name: state == READY for name, state in states.items()}):
             status = STATUS_DEGRADED
+        elif self.chooser.can_serve({name: state in (READY, RESTARTING, STARTING) for name, state in states.items()}):
+            status = STATUS_RESTARTING  # routine: what is missing is coming back under its restart policy
         else:
-            status = STATUS_UNHEALTHY
+            status = STATUS_UNHEALTHY  # a process past its restart budget (or stopped) leaves nothing to serve
         return {"status": status, "healthy": status == STATUS_READY, "processes": states}
 
     @property

@@ -83,13 +83,28 @@ class Worker:
                 endpoint = self.plane.endpoint() if hasattr(self.plane, "endpoint") else None  # where peers on other nodes reach us
                 ready = {"endpoint": endpoint, **stage_facts(self.topology, self.instance)}
                 await to_parent.send(E.header(E.READY, src=self.name, has_data=True), ready)
+                beating = loop.create_task(self._heartbeat(forwarder)) if self.options.heartbeat_interval > 0 else None
                 try:
                     await dispatcher.serve()
                 finally:
+                    if beating is not None:
+                        beating.cancel()
                     self.requests.abort_all()
                     self.stages.shutdown()
         finally:
             self.plane.close()
+
+    async def _heartbeat(self, forwarder: Forwarder) -> None:
+        """Tell the parent, every ``heartbeat_interval``, that this event loop still turns.
+
+        A worker that stops (SIGSTOP, a stage that blocks the loop, a deadlock
+        under the GIL) stops beating; the parent kills and restarts it under its
+        policy instead of letting its requests wait out their deadlines.
+        """
+        header = E.header(E.HEARTBEAT, src=self.name)
+        while True:
+            await asyncio.sleep(self.options.heartbeat_interval)
+            await forwarder.send_control(E.PARENT, header)
 
     @contextlib.contextmanager
     def _sigterm_reported(self, loop: asyncio.AbstractEventLoop):
