@@ -8,7 +8,7 @@ import logging
 from prometheus_client import CollectorRegistry, generate_latest
 
 from omni_runtime import envelope as E
-from omni_runtime.parent.control import ControlSender
+from omni_runtime.control import ControlSender
 from omni_runtime.plane import Plane
 from omni_runtime.serving.metrics import _SupervisionCollector
 from omni_runtime.transport import RunDir

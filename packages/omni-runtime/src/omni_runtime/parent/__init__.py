@@ -4,7 +4,6 @@
 * :mod:`.requests` - :class:`RequestTable`: requests in flight, finish, cancel, output credit.
 * :mod:`.admission` - :class:`Admission`: the in-flight bound, deadlines, replica binding, the entry send.
 * :mod:`.results` - :class:`ResultRouter`: results, chunks, ready/startup events and deaths from the workers.
-* :mod:`.control` - :class:`ControlSender`: cancel/credit/shutdown/peer-list sends, failures logged and counted.
 * :mod:`.watch` - :class:`InstanceWatch`: instance states and "one changed" for admission.
 * :mod:`.handle` - :class:`RequestHandle`, what :meth:`Runtime.submit` returns.
 * :mod:`.sync` - :class:`SyncRuntime`, a blocking facade for scripts.

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import envelope as E
+from ..control import ControlSender
 from ..errors import RequestFailed
 from ..flow import CreditReturn
-from .control import ControlSender
 
 END = object()
 """Queued after a request's last output chunk."""

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import envelope as E
+from ..control import ControlSender
 from ..errors import RequestFailed, StartupError
 from ..launch import Backend, ExitInfo
 from ..routing import Router
 from ..supervision import READY, HeartbeatWatch, Instance, Supervisor
 from ..supervision.supervisor import silent_words
-from .control import ControlSender
 from .requests import RequestTable
 
 log = logging.getLogger("omni.runtime")

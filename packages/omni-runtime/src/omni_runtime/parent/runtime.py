@@ -4,7 +4,7 @@
 narrow interface: a :class:`~.requests.RequestTable` (requests in flight,
 finish, cancel, output credit), :class:`~.admission.Admission` (the table,
 the replica chooser and the plane), a :class:`~.results.ResultRouter` (the
-table and the supervisor), a :class:`~.control.ControlSender` (control
+table and the supervisor), a :class:`~omni_runtime.control.ControlSender` (control
 messages that never fail in silence), and a
 :class:`~omni_runtime.launch.Backend` that owns both launching the workers
 and the data plane to them.
@@ -32,6 +32,7 @@ from typing import Any
 from omni_compiler.topology import CompiledTopology
 
 from .. import envelope as E
+from ..control import ControlSender
 from ..errors import RequestFailed, RuntimeNotRunning, StartupError
 from ..launch import Backend, LaunchedWorker, RunSetup, WorkerLaunch, backend_named
 from ..launch.registry import placement_notes
@@ -39,7 +40,6 @@ from ..routing import ReplicaChooser, Router, instance_pairs
 from ..supervision import READY, RESTARTING, STARTING, HeartbeatWatch, Supervisor
 from ..worker.options import WorkerOptions
 from .admission import Admission, AdmissionLimits
-from .control import ControlSender
 from .handle import RequestHandle
 from .requests import RequestTable
 from .results import ResultRouter

@@ -104,7 +104,7 @@ class Worker:
         header = E.header(E.HEARTBEAT, src=self.name)
         while True:
             await asyncio.sleep(self.options.heartbeat_interval)
-            await forwarder.send_control(E.PARENT, header)
+            await forwarder.control.send(E.PARENT, header)
 
     @contextlib.contextmanager
     def _sigterm_reported(self, loop: asyncio.AbstractEventLoop):

@@ -14,23 +14,19 @@ effort, but a failed one is logged once with its request and peer.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from omni_compiler.topology import StagePlacement
 
 from .. import envelope as E
+from ..control import ControlSender
 from ..errors import RequestCancelled
 from ..flow import CreditGate
 from ..payload import StagePayload
 from ..routing import Router
 from .ports import LocalDelivery
 from .state import RequestState
-
-log = logging.getLogger("omni.worker")
-
-_REMEMBERED = 4096
 
 
 class Forwarder:
@@ -54,8 +50,8 @@ class Forwarder:
         self.to_parent = plane.outbox(E.PARENT)
         self.delivery: LocalDelivery | None = None
         """Set by the worker once the stage runner exists."""
-        self.control_failures = 0
-        self._logged: dict[tuple[str, str, str], None] = {}
+        self.control = ControlSender(timeout=5.0, logger="omni.worker")
+        self.control.attach(plane)
 
     # -- streamed chunks -----------------------------------------------------
     async def emit(self, req: RequestState, stage: str, chunk: Any) -> None:
@@ -79,23 +75,7 @@ class Forwarder:
     def return_credit(self, req: RequestState, stage: str, origin: str, count: int) -> None:
         """Our ``stage`` took ``count`` chunks from the producer instance ``origin``: let it send that many more."""
         header = E.header(E.CREDIT, rid=req.rid, stage=stage, instance=self.name, count=count)
-        self.loop.create_task(self.send_control(origin, header))
-
-    async def send_control(self, instance: str, header: dict[str, Any]) -> bool:
-        """A control message to ``instance``; a failure is logged once (kind, peer, request) and counted."""
-        try:
-            await self.plane.outbox(instance).send(header, timeout=5.0)
-        except Exception as exc:  # noqa: BLE001 - a producer that died or finished has no use for it
-            self.control_failures += 1
-            key = (str(header.get(E.KIND)), instance, str(header.get(E.RID, "")))
-            if key not in self._logged:
-                self._logged[key] = None
-                while len(self._logged) > _REMEMBERED:
-                    self._logged.pop(next(iter(self._logged)))
-                rid = f" for request {key[2]}" if key[2] else ""
-                log.warning("could not send %s%s to process %s: %s: %s", key[0], rid, instance, type(exc).__name__, exc)
-            return False
-        return True
+        self.loop.create_task(self.control.send(origin, header))
 
     # -- a stage's output ----------------------------------------------------
     async def forward(self, req: RequestState, stage: str, out: StagePayload) -> None:

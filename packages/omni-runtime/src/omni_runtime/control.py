@@ -1,11 +1,12 @@
-"""Control messages from the parent (cancel, credit, shutdown, peer list): sent, and never lost in silence.
+"""Control messages (cancel, credit, shutdown, peer list, heartbeat): sent, and never lost in silence.
 
 A control message is best effort by nature: a cancel to a process that just
 died, or a credit for a request that just finished, has nobody left to act on
 it. But an operator must be able to see that one did not arrive: a failed
 send is logged once per (kind, peer, request) at WARNING with the request and
-the peer, and counted by kind and peer for ``/metrics``
-(``omni_control_send_failures_total``).
+the peer, and counted by kind and peer (the parent's counts are
+``omni_control_send_failures_total`` in ``/metrics``). The parent and every
+worker send their control messages through one of these.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ import logging
 from collections import Counter
 from typing import Any
 
-from .. import envelope as E
-
-log = logging.getLogger("omni.runtime")
+from . import envelope as E
 
 _REMEMBERED = 4096
 """How many (kind, peer, request) failures are remembered to log each once."""
@@ -25,8 +24,9 @@ _REMEMBERED = 4096
 class ControlSender:
     """Sends the parent's control messages over its plane; counts and logs those that fail."""
 
-    def __init__(self, timeout: float = 1.0) -> None:
+    def __init__(self, timeout: float = 1.0, logger: str = "omni.runtime") -> None:
         self.timeout = timeout
+        self._log = logging.getLogger(logger)
         self.failures: Counter[tuple[str, str]] = Counter()
         """Failed sends by (message kind, peer instance)."""
         self._plane: Any = None
@@ -57,7 +57,7 @@ class ControlSender:
         self._logged[key] = None
         while len(self._logged) > _REMEMBERED:
             self._logged.pop(next(iter(self._logged)))
-        log.warning(
+        self._log.warning(
             "could not send %s%s to process %s: %s: %s",
             kind,
             f" for request {rid}" if rid else "",
