@@ -40,17 +40,17 @@ class AdmissionLimits:
     send_timeout: float
 
 
+@dataclass(eq=False)
 class Admission:
-    """Admits requests into the table: bound, bind to ready replicas, send the entry payload."""
+    """Admits requests into the table: bound, bind to ready replicas, send the entry payload (over ``plane``)."""
 
-    def __init__(self, table: RequestTable, chooser: ReplicaChooser, router: Router, watch: InstanceWatch, entry_stage: str, limits: AdmissionLimits) -> None:
-        self.table = table
-        self.chooser = chooser
-        self.router = router
-        self.watch = watch
-        self.entry_stage = entry_stage
-        self.limits = limits
-        self.plane: Any = None
+    table: RequestTable
+    chooser: ReplicaChooser
+    router: Router
+    watch: InstanceWatch
+    entry_stage: str
+    limits: AdmissionLimits
+    plane: Any = None
 
     async def admit(self, data: dict[str, Any], timeout: float | None, loop: asyncio.AbstractEventLoop) -> Inflight:
         """Admit one request with the entry payload ``data``; returns once its entry payload is sent."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import envelope as E
@@ -34,30 +35,27 @@ TERM_DRAIN_S = 30.0
 """How long a worker stopped by its own SIGTERM gets to finish the requests it already has."""
 
 
+@dataclass(eq=False)
 class ResultRouter:
-    """The parent's receive loop: worker messages to requests, supervisor events, deaths."""
+    """The parent's receive loop: worker messages to requests, supervisor events, deaths.
 
-    def __init__(
-        self,
-        table: RequestTable,
-        router: Router,
-        control: ControlSender,
-        backend: Backend,
-        stopping: Callable[[], bool],
-    ) -> None:
-        self.table = table
-        self.router = router
-        self.control = control
-        self.backend = backend
-        self._stopping = stopping
-        self.supervisor: Supervisor | None = None
-        self.plane: Any = None
-        self.shm_prefix: str | None = None
-        self.startup: asyncio.Future[None] | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.heartbeats: HeartbeatWatch | None = None
-        self.stage_voices: dict[str, tuple[str, ...]] = {}
-        """``VOICES`` of each stage's factory module, as its worker reported at ready."""
+    Built with the parts it uses; the run's own pieces (supervisor, plane, loop, the
+    start-up future, the heartbeat watch) are set by the runtime as the run opens.
+    """
+
+    table: RequestTable
+    router: Router
+    control: ControlSender
+    backend: Backend
+    _stopping: Callable[[], bool]
+    supervisor: Supervisor | None = None
+    plane: Any = None
+    shm_prefix: str | None = None
+    startup: asyncio.Future[None] | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    heartbeats: HeartbeatWatch | None = None
+    stage_voices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """``VOICES`` of each stage's factory module, as its worker reported at ready."""
 
     async def receive(self) -> None:
         assert self.plane is not None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from omni_compiler.topology import StagePlacement
@@ -29,29 +30,23 @@ from .ports import LocalDelivery
 from .state import RequestState
 
 
+@dataclass(eq=False)
 class Forwarder:
     """Sends for one process instance: outputs, chunks and done signals to their targets, control messages."""
 
-    def __init__(
-        self,
-        name: str,
-        router: Router,
-        local: dict[str, StagePlacement],
-        route_fns: dict[str, Callable[[StagePayload], Any]],
-        plane: Any,
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        self.name = name
-        self.router = router
-        self.local_stages = local
-        self.route_fns = route_fns
-        self.plane = plane
-        self.loop = loop
-        self.to_parent = plane.outbox(E.PARENT)
-        self.delivery: LocalDelivery | None = None
-        """Set by the worker once the stage runner exists."""
+    name: str
+    router: Router
+    local_stages: dict[str, StagePlacement]
+    route_fns: dict[str, Callable[[StagePayload], Any]]
+    plane: Any
+    loop: asyncio.AbstractEventLoop
+    delivery: LocalDelivery | None = None
+    """Set by the worker once the stage runner exists."""
+
+    def __post_init__(self) -> None:
+        self.to_parent = self.plane.outbox(E.PARENT)
         self.control = ControlSender(timeout=5.0, logger="omni.worker")
-        self.control.attach(plane)
+        self.control.attach(self.plane)
 
     # -- streamed chunks -----------------------------------------------------
     async def emit(self, req: RequestState, stage: str, chunk: Any) -> None:
