@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import importlib
 import logging
 import os
 import sys
@@ -168,10 +169,14 @@ class Runtime:
         self._started = True
         from omni_compiler import render
 
-        from ..transport import RunDir
         from .run_guard import RunGuard
 
         self._loop = asyncio.get_running_loop()
+        # The data plane's codec loads torch: seconds on a busy host. Import it off the event loop
+        # so a server that already listens keeps answering /health ("starting") meanwhile.
+        await self._loop.run_in_executor(None, importlib.import_module, "omni_runtime.plane")
+        from ..transport import RunDir
+
         self.table.loop = self.results.loop = self._loop
         if not logging.getLogger().handlers:  # nobody set up logging: the runtime's events still show
             from .. import logs
