@@ -38,22 +38,17 @@ from ..errors import RequestFailed, RuntimeNotRunning, StartupError
 from ..launch import Backend, LaunchedWorker, RunSetup, WorkerLaunch, backend_named
 from ..launch.registry import placement_notes
 from ..routing import ReplicaChooser, Router, instance_pairs
-from ..supervision import READY, RESTARTING, STARTING, HeartbeatWatch, Supervisor
+from ..supervision import STARTING, HeartbeatWatch, Supervisor
 from ..worker.options import WorkerOptions
 from .admission import Admission, AdmissionLimits
 from .handle import RequestHandle
 from .requests import RequestTable
 from .results import ResultRouter
 from .sync import SyncRuntime
-from .watch import InstanceWatch
+from .watch import STATUS_READY, STATUS_STARTING, STATUS_UNHEALTHY, InstanceWatch, serving_status
 
 log = logging.getLogger("omni.runtime")
 
-STATUS_STARTING = "starting"
-STATUS_READY = "ready"
-STATUS_DEGRADED = "degraded"
-STATUS_RESTARTING = "restarting"
-STATUS_UNHEALTHY = "unhealthy"
 
 
 class Runtime:
@@ -335,22 +330,13 @@ class Runtime:
         ``restarting`` (a process needed to serve is down and being restarted under its policy) or ``unhealthy``
         (one is down for good: past its restart budget, or stopped); ``healthy``: every instance ready;
         ``processes``: each instance's state."""
-        if self.supervisor is None:
-            states = {i.name: STARTING for i in self.topology.instances}
-        else:
-            states = {name: inst.state for name, inst in self.supervisor.instances.items()}
+        states = {i.name: self.watch.state_of(i.name) for i in self.topology.instances}
         if not self._ready and not self._closed:
             status = STATUS_STARTING
         elif self._closed or not self._accepting:
             status = STATUS_UNHEALTHY
-        elif all(state == READY for state in states.values()):
-            status = STATUS_READY
-        elif self.chooser.can_serve({name: state == READY for name, state in states.items()}):
-            status = STATUS_DEGRADED
-        elif self.chooser.can_serve({name: state in (READY, RESTARTING, STARTING) for name, state in states.items()}):
-            status = STATUS_RESTARTING  # routine: what is missing is coming back under its restart policy
         else:
-            status = STATUS_UNHEALTHY  # a process past its restart budget (or stopped) leaves nothing to serve
+            status = serving_status(states, self.chooser)
         return {"status": status, "healthy": status == STATUS_READY, "processes": states}
 
     @property

@@ -11,7 +11,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..supervision import READY, STARTING
+from ..routing import ReplicaChooser
+from ..supervision import READY, RESTARTING, STARTING
+
+STATUS_STARTING = "starting"
+STATUS_READY = "ready"
+STATUS_DEGRADED = "degraded"
+STATUS_RESTARTING = "restarting"
+STATUS_UNHEALTHY = "unhealthy"
 
 
 class InstanceWatch:
@@ -42,3 +49,20 @@ class InstanceWatch:
             await asyncio.wait_for(changed.wait(), timeout)
         except asyncio.TimeoutError:
             return
+
+
+def serving_status(states: dict[str, str], chooser: ReplicaChooser) -> str:
+    """A started run's status from its instances' states (``/health``).
+
+    ``ready``: every instance is; ``degraded``: one is down but every process can
+    still serve (a replica took over); ``restarting``: a process it needs is down
+    and coming back under its restart policy (routine); ``unhealthy``: one is down
+    for good (past its restart budget, or stopped), nothing can serve.
+    """
+    if all(state == READY for state in states.values()):
+        return STATUS_READY
+    if chooser.can_serve({name: state == READY for name, state in states.items()}):
+        return STATUS_DEGRADED
+    if chooser.can_serve({name: state in (READY, RESTARTING, STARTING) for name, state in states.items()}):
+        return STATUS_RESTARTING
+    return STATUS_UNHEALTHY
