@@ -34,12 +34,16 @@ chunks, rank 0's output and emitted chunks continue, other ranks' outputs are dr
 need ``if __name__ == "__main__":`` (workers use the ``spawn`` start method).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .context import StageContext
 from .errors import InvalidRequest, RequestCancelled, RequestFailed, RuntimeFailure, RuntimeNotRunning, StartupError
-from .parent.handle import RequestHandle
-from .parent.runtime import Runtime
-from .parent.sync import SyncRuntime
 from .payload import StagePayload
+
+if TYPE_CHECKING:
+    from .parent.handle import RequestHandle
+    from .parent.runtime import Runtime
+    from .parent.sync import SyncRuntime
 
 __version__ = "0.1.0"
 
@@ -56,3 +60,17 @@ __all__ = [
     "StartupError",
     "SyncRuntime",
 ]
+
+_PARENT = {"RequestHandle": "handle", "Runtime": "runtime", "SyncRuntime": "sync"}
+
+
+def __getattr__(name: str) -> Any:
+    """The parent's classes load on first use: stage code and ``omni_runtime.errors`` stay light (no compiler)."""
+    module = _PARENT.get(name)
+    if module is None:
+        raise AttributeError(f"module 'omni_runtime' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".parent.{module}", __name__), name)
+    globals()[name] = value
+    return value

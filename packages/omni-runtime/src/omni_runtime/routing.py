@@ -125,3 +125,24 @@ class ReplicaChooser:
 
     def group_members(self, group: str) -> list[list[str]]:
         return self._members[group]
+
+
+def instance_pairs(topology: CompiledTopology, parent: str = "@parent") -> list[tuple[str, str]]:
+    """Ordered (sender, receiver) process pairs of a run: stage edges across processes, plus the parent's."""
+    hosts: dict[str, list[str]] = {}
+    for instance in topology.instances:
+        for placement in instance.stages:
+            hosts.setdefault(placement.stage, []).append(instance.name)
+    pairs: dict[tuple[str, str], None] = {}
+    for name in hosts.get(topology.entry_stage, []):
+        pairs[(parent, name)] = None
+    for edge in topology.edges:
+        for src in hosts.get(edge.src, []):
+            for dst in hosts.get(edge.dst, []):
+                if src != dst:
+                    pairs[(src, dst)] = None
+    for stage in topology.stages:
+        if stage.terminal:
+            for name in hosts.get(stage.name, []):
+                pairs[(name, parent)] = None
+    return list(pairs)

@@ -78,7 +78,8 @@ def test_a_malformed_ref_audio_is_a_400_naming_the_field(info_server, audio, say
 
 
 def test_a_well_formed_ref_audio_passes_the_front_end(info_server):
-    body = {**SPEECH_BODY, "input": "clone me", "ref_audio": base64.b64encode(_wav()).decode()}
+    # one second: inline reference audio is bounded to 0.5-30 s like an uploaded voice
+    body = {**SPEECH_BODY, "input": "clone me", "ref_audio": base64.b64encode(_wav(frames=16000)).decode()}
     assert httpx.post(f"{info_server.url}/v1/audio/speech", json=body, timeout=60).status_code == 200
 
 

@@ -180,6 +180,14 @@ def _runtime_args(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="deadline of each request; past it the request fails and is cancelled in every stage (default: %(default)s)",
     )
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=nonnegative_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a ready worker silent this long (frozen, or a stage blocking its event loop) is killed and restarted "
+        "under its policy, its requests failed at once; 0 turns it off (default: %(default)s)",
+    )
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level of the server and every worker (default: %(default)s)")
     parser.add_argument("--log-format", default="text", choices=["text", "json"], help="one line per event as text, or as one JSON object (default: %(default)s)")
     add_backend_args(parser)
@@ -238,14 +246,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ..serving.guard import ConnectionLimits
     from ..serving.request import SpeechLimits
     from ..serving.server import ServeOptions, bind, serve_runtime
-    from ..serving.voices import build_info, voices_of
+    from ..serving.voices import build_info
 
     pipeline = load_pipeline(args, _stderr)
     models = tuple(dict.fromkeys(args.served_model_name or [pipeline.model_id]))
     settings = ServingSettings(
         models=models,
         limits=SpeechLimits(max_input_chars=args.max_input_chars, max_body_bytes=args.max_body_bytes),
-        voices=voices_of(pipeline.topology),
         api_key=args.api_key or None,
         allowed_origins=tuple(args.allowed_origins),
         body_timeout=args.body_timeout,
@@ -349,6 +356,7 @@ def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
         max_inflight=getattr(args, "max_inflight", None),
         log_level=getattr(args, "log_level", "warning"),
         log_format=getattr(args, "log_format", "text"),
+        heartbeat_timeout=getattr(args, "heartbeat_timeout", 30.0) or None,
         **backend_kwargs(args),
     )
 

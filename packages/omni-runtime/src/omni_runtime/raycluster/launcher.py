@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from omni_compiler.topology import CompiledTopology
 
 from ..errors import StartupError
 from ..launch.backend import all_exited
+from ..launch.spec import WorkerLaunch
 from .placement import ActorRequest, RayPlan, plan
 
 STARTING = "starting"
@@ -189,15 +191,11 @@ class RayLauncher:
         self._actor_class = ray.remote(_actor_class())
         return parent_node()
 
-    def spawn_all(self) -> None:
-        for request in self.plan.actors:
-            self._spawn(request)
+    def respawn(self, launch: WorkerLaunch) -> RayWorker:
+        """A fresh actor for ``launch.instance`` (same request; Ray picks any node that satisfies it)."""
+        return self._spawn(self.plan.actor(launch.instance), launch)
 
-    def respawn(self, name: str) -> RayWorker:
-        """A fresh actor for ``name`` (same request; Ray picks any node that satisfies it)."""
-        return self._spawn(self.plan.actor(name))
-
-    async def respawn_async(self, name: str, timeout: float = 60.0) -> RayWorker:
+    async def respawn_async(self, launch: WorkerLaunch, timeout: float = 60.0) -> RayWorker:
         """:meth:`respawn`, waiting (without blocking the loop) while Ray still holds the dead actor's name.
 
         After a node is lost, the owner learns of its actor's death before the GCS
@@ -205,6 +203,7 @@ class RayLauncher:
         """
         import ray
 
+        name = launch.instance
         old = self.workers.get(name)
         if old is not None:  # a lost node's actor can stay registered (and hold its name) until it is killed
             with contextlib.suppress(Exception):
@@ -212,13 +211,13 @@ class RayLauncher:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.respawn(name)
+                return self.respawn(launch)
             except Exception as exc:  # ActorAlreadyExistsError (a ValueError in older Ray)
                 if "already taken" not in str(exc) or time.monotonic() > deadline:
                     raise
             await asyncio.sleep(0.2)
 
-    def _spawn(self, request: ActorRequest) -> RayWorker:
+    def _spawn(self, request: ActorRequest, launch: WorkerLaunch) -> RayWorker:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         assert self._loop is not None
@@ -239,7 +238,10 @@ class RayLauncher:
         actor = self._create(options)
         worker = RayWorker(request.instance, actor, exited=self._loop.create_future())
         self.workers[request.instance] = worker
-        ref = actor.serve.remote(self.topology.to_json(indent=None), request.instance, self.run_json, self.options.to_json(), list(sys.path))
+        # the same launch JSON a local worker reads on its stdin; the run as this cluster sees it
+        # (the parent's endpoint), and no parent pid: Ray ends an actor whose owner died
+        placed = dataclasses.replace(launch, run=json.loads(self.run_json), parent_pid=None)
+        ref = actor.serve.remote(placed.to_json())
         asyncio.wrap_future(ref.future(), loop=self._loop).add_done_callback(lambda fut: self._ended(worker, fut))
         asyncio.wrap_future(actor.node.remote().future(), loop=self._loop).add_done_callback(lambda fut: self._placed(worker, fut))
         return worker

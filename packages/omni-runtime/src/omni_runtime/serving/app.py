@@ -24,6 +24,7 @@ from .page import health_status, page_html, topology_state
 from .request import SpeechLimits
 from .speech import SPEECH, Disconnected, client_request_id, handle_speech, log_access
 from .voice_agent import install_voice_agent_routes
+from .voices import served_voices
 from .voices_api import VoiceResolver
 
 _SPEECH_SCHEMA: dict[str, Any] = {
@@ -54,7 +55,7 @@ class ServingSettings:
     limits: SpeechLimits = field(default_factory=SpeechLimits)
     created: int = field(default_factory=lambda: int(time.time()))
     voices: tuple[str, ...] = ()
-    """The pipeline's preset voices (``VOICES`` of its entry stage's module); empty when it declares none."""
+    """Preset voices to list; empty: the ones the workers reported at ready (``Runtime.voices()``)."""
     api_key: str | None = None
     """When set, every ``/v1`` route needs ``Authorization: Bearer <api_key>``."""
     allowed_origins: tuple[str, ...] = ()
@@ -117,7 +118,7 @@ def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
     @app.get("/v1/audio/voices")
     async def voices(model: str | None = None) -> JSONResponse:
         metrics.count("/v1/audio/voices", 200)
-        return JSONResponse(app.state.voices.listing(settings.voices, model))
+        return JSONResponse(app.state.voices.listing(served_voices(runtime, settings), model))
 
     @app.get("/v1/topology")
     async def topology() -> JSONResponse:

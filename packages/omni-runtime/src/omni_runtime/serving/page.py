@@ -16,6 +16,8 @@ from typing import Any
 
 from omni_compiler import render_html
 
+from .voices import served_voices
+
 
 @cache
 def _static(name: str) -> str:
@@ -71,7 +73,7 @@ def _transports(runtime: Any) -> dict[str, str]:
 
 def page_html(runtime: Any, settings: Any) -> str:
     """The live page: the drawing, the synthesis form (voices and models of this server) and its script."""
-    options = "".join(f'<option value="{html.escape(v)}">{html.escape(v)}</option>' for v in settings.voices)
+    options = "".join(f'<option value="{html.escape(v)}">{html.escape(v)}</option>' for v in served_voices(runtime, settings))
     models = "".join(f'<option value="{html.escape(m)}">{html.escape(m)}</option>' for m in settings.models)
     form = (
         _static("synth.html")

@@ -40,6 +40,7 @@ from .voice_store import (
     check_name,
     decode_audio,
 )
+from .voices import served_voices
 
 VOICES = "/v1/audio/voices"
 log = logging.getLogger("uvicorn.error.omni")
@@ -104,7 +105,7 @@ class VoiceResolver:
         if model not in self.settings.models:
             raise APIError(404, f"The model {model!r} does not exist on this server", param="model", code="model_not_found")
         name = check_name(str(form.get("name") or ""))
-        if name.lower() in {v.lower() for v in self.settings.voices}:
+        if name.lower() in {v.lower() for v in served_voices(self.runtime, self.settings)}:
             raise APIError(409, f"{name!r} is a preset voice of this server; pick another name for an uploaded voice", param="name", code="voice_exists")
         ref_text = str(form.get("ref_text") or "")
         if len(ref_text) > MAX_REF_TEXT_CHARS:

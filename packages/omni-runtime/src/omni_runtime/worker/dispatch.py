@@ -1,28 +1,25 @@
-"""A worker's inbound side: take messages from the inbox and hand them to stages.
+"""The worker's inbox dispatcher: take messages from the inbox and hand them on.
 
 Messages of one request are handled in arrival order. A payload for a stage
-starts that stage's task; a streamed chunk goes to the consumer's
-:class:`ChunkChannel` (starting the consumer on the first one); a cancel
-aborts the request everywhere in this process. Requests that finished here
-are remembered for a while, so late messages for them are dropped (and their
-shared memory released) instead of starting work nobody waits for.
+goes to the stage runner; a streamed chunk goes to the consumer's
+:class:`ChunkChannel` (the runner starts the consumer on the first one); a
+cancel aborts the request everywhere in this process; credit opens a
+producer's gate; a peer list or a peer's death goes to the plane. Messages for
+a request that finished here are dropped (and their shared memory released).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from .. import envelope as E
-from ..errors import RequestCancelled
-from ..flow import CreditReturn
 from ..payload import StagePayload
-from .channel import ChunkChannel
-from .state import RequestState, WorkerState
+from .requests import WorkerRequests
+from .runner import StageRunner
 
 log = logging.getLogger("omni.worker")
 
@@ -30,8 +27,19 @@ if TYPE_CHECKING:  # the transport (and torch) is imported in the worker process
     from ..transport import Message
 
 
-class Inbound(WorkerState):
-    async def _serve(self) -> None:
+class InboxDispatcher:
+    """Serves one process's inbox until SHUTDOWN."""
+
+    def __init__(self, plane: Any, requests: WorkerRequests, runner: StageRunner) -> None:
+        self.plane = plane
+        self.requests = requests
+        self.runner = runner
+        self.loop = requests.loop
+        self._stopped: asyncio.Future[None] = self.loop.create_future()
+        self._queued: deque[Message] = deque()
+        self._busy = False
+
+    async def serve(self) -> None:
         """Handle inbound messages, in order, until SHUTDOWN.
 
         Messages are taken from the inbox's reader callback (``listen``), not
@@ -41,9 +49,6 @@ class Inbound(WorkerState):
         report; such a message finishes in a task, and the messages after it
         wait for that task, as they waited for the receive loop before.
         """
-        self._stopped: asyncio.Future[None] = self.loop.create_future()
-        self._queued: deque[Message] = deque()
-        self._busy = False
         inbox = self.plane.inbox
         inbox.listen(self._take_messages)
         try:
@@ -57,7 +62,7 @@ class Inbound(WorkerState):
             return
         try:
             self._handle_queued()
-        except Exception as exc:  # noqa: BLE001 - what ended the receive loop before now ends _serve (and the worker)
+        except Exception as exc:  # noqa: BLE001 - what ended the receive loop before now ends serve (and the worker)
             if not self._stopped.done():
                 self._stopped.set_exception(exc)
 
@@ -100,9 +105,9 @@ class Inbound(WorkerState):
         if kind == E.CANCEL:
             msg.discard()
             req = self.requests.get(rid)
-            self._mark_finished(rid)
+            self.requests.mark_finished(rid)
             if req is not None:
-                self._abort(req)
+                self.requests.abort(req)
             return None
         if kind == E.CREDIT:
             msg.discard()
@@ -114,13 +119,12 @@ class Inbound(WorkerState):
             return None
         if kind == E.PEER_DIED:
             msg.discard()
-            peer = h.get(E.SRC, "")
-            self.plane.peer_died(peer)
+            self.plane.peer_died(h.get(E.SRC, ""))
             return None
         if kind == E.PEERS:
             self.plane.learn(msg.payload())
             return None
-        if rid in self.finished:
+        if self.requests.is_finished(rid):
             msg.discard()
             return None
         has_data = h.get(E.HAS_DATA, False)
@@ -149,91 +153,18 @@ class Inbound(WorkerState):
     async def _fail_receive(self, msg: Message, exc: Exception) -> None:
         msg.discard()
         h = msg.header
-        req = self._request(h.get(E.RID, ""), h.get(E.BINDING, {}), h.get(E.DEADLINE))
-        await self._fail(req, h.get(E.STAGE, ""), exc, what="receive")
+        req = self.requests.open(h.get(E.RID, ""), h.get(E.BINDING, {}), h.get(E.DEADLINE))
+        await self.runner.fail(req, h.get(E.STAGE, ""), exc, what="receive")
 
     def _deliver(self, h: dict[str, Any], rid: str, kind: str, data: Any, has_data: bool) -> None:
-        req = self._request(rid, h.get(E.BINDING, {}), h.get(E.DEADLINE))
+        req = self.requests.open(rid, h.get(E.BINDING, {}), h.get(E.DEADLINE))
         timings = h.get(E.TIMINGS)
         if timings:
             req.timings.update(timings)
         stage = h[E.STAGE]
         if kind == E.RUN:
-            self._on_payload(req, stage, h.get(E.SRC, ""), StagePayload(rid, data))
+            self.runner.on_payload(req, stage, h.get(E.SRC, ""), StagePayload(rid, data))
         elif kind == E.CHUNK:
-            self._channel(req, stage).put_nowait(data, h.get(E.INSTANCE))
+            self.runner.channel(req, stage).put_nowait(data, h.get(E.INSTANCE))
         elif kind == E.DONE:
-            self._channel(req, stage).finish(StagePayload(rid, data) if has_data else None)
-
-    def _request(self, rid: str, binding: dict[str, int], deadline: float | None = None) -> RequestState:
-        req = self.requests.get(rid)
-        if req is None:
-            req = self.requests[rid] = RequestState(rid, dict(binding), asyncio.Event(), deadline=deadline)
-            if deadline is not None:
-                # One clock for every host: the parent set the deadline in epoch seconds.
-                req.expiry = self.loop.call_later(max(deadline - time.time(), 0.0), self._expire, req)
-        return req
-
-    def _expire(self, req: RequestState) -> None:
-        """The request's deadline passed: stop its work here (the parent fails it for the client)."""
-        if self.requests.get(req.rid) is not req:
-            return
-        log.info("request %s passed its deadline: cancelled here", req.rid)
-        self._mark_finished(req.rid)
-        self._abort(req)
-
-    def _mark_finished(self, rid: str) -> None:
-        self.finished[rid] = None
-        while len(self.finished) > 10000:
-            self.finished.popitem(last=False)
-
-    def _on_payload(self, req: RequestState, stage: str, src: str, payload: StagePayload) -> None:
-        sources = self.router.wait_sources[stage]
-        if sources and src in sources:
-            parts = req.parts.setdefault(stage, {})
-            parts[src] = payload
-            if not all(s in parts for s in sources):
-                return
-            del req.parts[stage]
-            self._spawn(req, self._merge_and_run(req, stage, parts))
-            return
-        self._spawn(req, self._run_stage(req, stage, payload, None))
-
-    def _channel(self, req: RequestState, stage: str) -> ChunkChannel:
-        channel = req.channels.get(stage)
-        if channel is None:
-            returns = CreditReturn()
-
-            def on_taken(origin: str) -> None:
-                count = returns.took(origin)
-                if count:
-                    self._return_credit(req, stage, origin, count)
-
-            channel = req.channels[stage] = ChunkChannel(self.loop, producers=len(self.router.stream_producers[stage]), on_taken=on_taken)
-            self._spawn(req, self._run_stage(req, stage, None, channel))
-        return channel
-
-    def _spawn(self, req: RequestState, coro: Any) -> None:
-        task = self.loop.create_task(coro)
-        req.tasks.add(task)
-        task.add_done_callback(lambda t: self._task_done(req, t))
-
-    def _task_done(self, req: RequestState, task: asyncio.Task[Any]) -> None:
-        req.tasks.discard(task)
-        if not req.tasks and not req.parts and self.requests.get(req.rid) is req:
-            del self.requests[req.rid]
-            req.close()
-
-    def _abort(self, req: RequestState) -> None:
-        req.cancel.set()
-        req.close()
-        for channel in req.channels.values():
-            channel.abort(RequestCancelled())
-        for gate in req.gates.values():
-            gate.abort(RequestCancelled())
-        current = asyncio.current_task()
-        for task in list(req.tasks):
-            if task is not current:
-                task.cancel()
-        self.requests.pop(req.rid, None)
-
+            self.runner.channel(req, stage).finish(StagePayload(rid, data) if has_data else None)
