@@ -51,7 +51,7 @@ def test_two_ranks_form_a_group_and_reduce():
 def test_a_rank_that_never_joins_fails_startup_naming_group_and_rank():
     port = pick_port()
     results = _run(ranks.join_only, [_rdv(0, 2, port, join_timeout_s=2.0)])
-    rank, message, seconds = results[0]
+    _, message, seconds = results[0]
     assert "TP group tts_engine rank 0 of 2" in message
     assert "rank(s) 1 did not join" in message
     assert seconds < 10
