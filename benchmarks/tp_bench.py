@@ -1,0 +1,175 @@
+"""Tensor parallelism on the CPU: TP=1 against TP=2 for a mid-size AR engine (``nox -s bench_tp``).
+
+Each contender runs in fresh spawned processes (one per rank) that form their group, load the same
+safetensors checkpoint through the stages' loader (TP ranks read only their slices), and then drive
+the engine's own scheduler (``StepScheduler``, the code ``AREngine`` runs under every request) with
+greedy requests of a fixed length, at concurrency 1 and 8. Equal work for both contenders: the
+same checkpoint, prompts, lengths and thread count (one intra-op thread per rank).
+
+Reported per contender:
+
+- weight RSS per rank: the process's resident memory after loading minus before (goal for TP=2:
+  at most 0.6x the TP=1 process);
+- decode step time (wall time of the generation / scheduler steps) and the all-reduce time per
+  step with its share of the step (rank 0's ``TPGroup`` counters);
+- engine audio seconds per wall second: frames generated / 12.5 frames per second (the codec
+  frame rate of the 12 Hz models) over the wall time.
+
+The machine's cores are shared (2 here): two ranks on two busy cores cannot run faster than one
+process; the table shows what the collectives and the split cost, not a speed-up.
+
+    python benchmarks/tp_bench.py [--layers 12] [--dim 1024] [--frames 48] [--concurrency 1,8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FRAME_RATE = 12.5
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from omni_models.common.ar import ARConfig
+
+    return ARConfig(num_codebooks=8, codebook_size=1024, layout="parallel", dim=args.dim, layers=args.layers, heads=args.heads, max_seq_len=1024, cond_dim=64)
+
+
+def _rss() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def rank_main(rank: int, size: int, port: int, checkpoint: str, args: argparse.Namespace, out: Any) -> None:
+    try:
+        _rank(rank, size, port, checkpoint, args, out)
+    except BaseException:
+        import traceback
+
+        out.put({"rank": rank, "error": traceback.format_exc()})
+        raise
+
+
+def _rank(rank: int, size: int, port: int, checkpoint: str, args: argparse.Namespace, out: Any) -> None:
+    import torch
+
+    from omni_models.common.components import Loader, build_ar
+    from omni_models.common.limits import GenerationLimits
+    from omni_models.common.sampling import SamplingParams, generator_for
+    from omni_models.common.scheduler import StepScheduler
+    from omni_runtime.distributed import Rendezvous, current, form
+
+    torch.set_num_threads(1)
+    if size > 1:
+        form(Rendezvous("bench_engine", rank, size, "127.0.0.1", port, collective_timeout_s=300))
+    before = _rss()
+    model = Loader("safetensors", checkpoint, 1, "cpu").get({"llm": (build_ar, _config(args))}, "llm")
+    result: dict[str, Any] = {"rank": rank, "weight_rss": _rss() - before, "bytes_read": model.checkpoint_bytes_read}
+    if rank > 0:
+        model.tp_follower.thread.join()
+        out.put(result)
+        return
+    group = current()
+    scheduler = StepScheduler(model, name="bench")
+    params = SamplingParams(temperature=0.0, top_k=0)
+
+    def run(concurrency: int, seed: int) -> dict[str, float]:
+        with torch.inference_mode():
+            prompts = [model.prompt(list(range(3, 60)), model.voice(i % 4)) for i in range(concurrency)]
+        limits = GenerationLimits(args.frames, args.frames)
+        if group is not None:
+            group.stats.reset()
+        steps0 = scheduler.steps
+        start = time.perf_counter()
+        streams = [scheduler.submit(p, limits, params, generator_for("bench", seed + i)) for i, p in enumerate(prompts)]
+        frames = sum(len(list(s)) for s in streams)
+        wall = time.perf_counter() - start
+        steps = scheduler.steps - steps0
+        reduce_s = group.stats.all_reduce_s if group is not None else 0.0
+        return {"wall": wall, "frames": frames, "steps": steps, "step_ms": 1000 * wall / steps, "reduce_ms": 1000 * reduce_s / steps}
+
+    run(1, 999)  # warm-up
+    for concurrency in args.concurrency:
+        rounds = [run(concurrency, 100 * r) for r in range(args.rounds)]
+        result[concurrency] = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+    scheduler.close()
+    if model.decoder.mirror is not None:
+        model.decoder.mirror.stop()
+    out.put(result)
+
+
+def contender(size: int, checkpoint: str, args: argparse.Namespace) -> dict[int, dict[str, Any]]:
+    from omni_runtime.distributed import pick_port
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    port = pick_port()
+    procs = [ctx.Process(target=rank_main, args=(r, size, port, checkpoint, args, out)) for r in range(size)]
+    for p in procs:
+        p.start()
+    results = {}
+    for _ in procs:
+        item = out.get(timeout=1800)
+        if "error" in item:
+            for p in procs:
+                p.kill()
+            raise RuntimeError(f"TP={size} rank {item['rank']} failed:\n{item['error']}")
+        results[item["rank"]] = item
+    for p in procs:
+        p.join(timeout=30)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--frames", type=int, default=48, help="frames generated per request")
+    parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from omni_models.common.components import build_ar
+    from omni_models.common.weights import init_dummy, save_checkpoint
+
+    with tempfile.TemporaryDirectory(prefix="omni-tp-bench-") as tmp:
+        model = init_dummy(build_ar(_config(args)), 1)
+        params = sum(p.numel() for p in model.parameters())
+        blocks = sum(p.numel() for p in model.decoder.blocks.parameters())
+        save_checkpoint(tmp, {"llm": model})
+        del model
+        print(f"engine: {args.layers} layers, dim {args.dim}, {args.heads} heads, 8 codebooks x 1024 codes: "
+              f"{params / 1e6:.1f} M parameters ({blocks / params:.0%} in the blocks, which TP shards), float32, "
+              f"{os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.2f}")
+        tp1 = contender(1, tmp, args)
+        tp2 = contender(2, tmp, args)
+    base = tp1[0]["weight_rss"]
+    print("\n| contender | rank | weight RSS (MiB) | vs TP=1 | checkpoint bytes read (MiB) |")
+    print("|---|---|---|---|---|")
+    for name, res in (("TP=1", tp1), ("TP=2", tp2)):
+        for rank in sorted(res):
+            r = res[rank]
+            print(f"| {name} | {rank} | {r['weight_rss'] / 2**20:.0f} | {r['weight_rss'] / base:.2f}x | {r['bytes_read'] / 2**20:.0f} |")
+    print("\n| concurrency | contender | decode step (ms) | all-reduce per step (ms) | all-reduce share | engine audio s / wall s | TP=2 / TP=1 |")
+    print("|---|---|---|---|---|---|---|")
+    for c in args.concurrency:
+        a, b = tp1[0][c], tp2[0][c]
+        for name, r in (("TP=1", a), ("TP=2", b)):
+            speed = r["frames"] / FRAME_RATE / r["wall"]
+            ratio = (a["wall"] / r["wall"]) if name == "TP=2" else 1.0
+            print(f"| {c} | {name} | {r['step_ms']:.1f} | {r['reduce_ms']:.2f} | {r['reduce_ms'] / r['step_ms']:.0%} | {speed:.2f} | {ratio:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
