@@ -47,3 +47,17 @@ def tp_groups(topology: CompiledTopology) -> dict[str, TPGroupSpec]:
 def group_of_instance(topology: CompiledTopology) -> dict[str, TPGroupSpec]:
     """Instance name -> the TP group it is a rank of (instances outside any group are absent)."""
     return {member: spec for spec in tp_groups(topology).values() for member in spec.members}
+
+
+def group_health(topology: CompiledTopology, states: dict[str, str]) -> dict[str, dict]:
+    """Per TP group: its state (``ready`` only when every rank is) and each rank's instance and state."""
+    out = {}
+    for name, spec in tp_groups(topology).items():
+        ranks = [
+            {"rank": r, "instance": member, "state": states.get(member, "starting"), "gpu": spec.gpus[r]}
+            for r, member in enumerate(spec.members)
+        ]
+        found = {rank["state"] for rank in ranks}
+        state = "ready" if found == {"ready"} else next((s for s in ("dead", "restarting", "starting", "stopped") if s in found), "degraded")
+        out[name] = {"stage": spec.stage, "size": spec.size, "state": state, "ranks": ranks}
+    return out

@@ -23,6 +23,8 @@ from typing import Any
 from omni_compiler.topology import CompiledTopology
 
 from .. import envelope as E
+from ..distributed.launch import RendezvousBook
+from ..distributed.topology import group_health
 from ..errors import RequestFailed, StartupError
 from ..launch import Backend, LaunchedWorker, LocalBackend, WorkerLaunch
 from ..routing import ReplicaChooser, Router
@@ -95,6 +97,7 @@ class Runtime(Admission, ParentInbound):
         self.startup_timeout = startup_timeout
         self.log = log or log_info
         self.router = Router(topology)
+        self._rendezvous = RendezvousBook(topology, startup_timeout)
         self.chooser = ReplicaChooser(self.router, replica_policy)
         level = log_level or logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
         self.options = WorkerOptions(
@@ -207,7 +210,7 @@ class Runtime(Admission, ParentInbound):
         return WorkerLaunch(
             topology=self._topology_json,
             instance=instance,
-            run=self.run.to_dict(),
+            run={**self.run.to_dict(), **self._rendezvous.for_launch(instance, attempt)},
             options=self.options.__dict__.copy(),
             parent_pid=os.getpid(),
             sys_path=tuple(p for p in sys.path if p),
@@ -288,7 +291,8 @@ class Runtime(Admission, ParentInbound):
     # -- state ---------------------------------------------------------------
     def health(self) -> dict[str, Any]:
         """``status``: ``starting``, ``ready``, ``degraded`` (an instance is down, every process can still serve)
-        or ``unhealthy``; ``healthy``: every instance ready; ``processes``: each instance's state."""
+        or ``unhealthy``; ``healthy``: every instance ready; ``processes``: each instance's state;
+        ``tp_groups``: each TP group's state and its ranks (``omni_runtime.distributed``)."""
         if self.supervisor is None:
             states = {i.name: STARTING for i in self.topology.instances}
         else:
@@ -303,7 +307,7 @@ class Runtime(Admission, ParentInbound):
             status = STATUS_DEGRADED
         else:
             status = STATUS_UNHEALTHY
-        return {"status": status, "healthy": status == STATUS_READY, "processes": states}
+        return {"status": status, "healthy": status == STATUS_READY, "processes": states, "tp_groups": group_health(self.topology, states)}
 
     @property
     def draining(self) -> bool:

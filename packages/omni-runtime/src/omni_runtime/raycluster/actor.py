@@ -48,8 +48,20 @@ class WorkerActor:
             "gpu_map": {str(k): v for k, v in self._gpu_map.items()},
         }
 
-    def serve(self, topology_json: str, instance_name: str, run_json: str, options_json: str, sys_path: list[str]) -> int:
-        """Build and serve the instance until SHUTDOWN; returns 0 then (a startup failure was reported already)."""
+    def free_port(self) -> int:
+        """A port free on this actor's node: where rank 0 of a TP group hosts the group's rendezvous."""
+        from ..distributed import pick_port
+
+        return pick_port(self.node()["host"])
+
+    def serve(
+        self, topology_json: str, instance_name: str, run_json: str, options_json: str, sys_path: list[str],
+        tp: dict[str, Any] | None = None, tp_port: int | None = None,
+    ) -> int:
+        """Build and serve the instance until SHUTDOWN; returns 0 then (a startup failure was reported already).
+
+        ``tp``: this TP rank's rendezvous, met on its own node (the group is packed on rank 0's)
+        at ``tp_port``, the port rank 0's actor picked there."""
         from omni_compiler.topology import CompiledTopology
 
         from ..worker import Worker, WorkerOptions
@@ -69,6 +81,8 @@ class WorkerActor:
         run = json.loads(run_json)
         os.makedirs(run["path"], mode=0o700, exist_ok=True)  # the run's IPC directory, on this node too
         run["node"] = {"id": info["node_id"], "host": info["host"]}
+        if tp is not None:
+            run["tp"] = {**tp, "host": info["host"], "port": tp_port if tp_port is not None else tp["port"]}
         for placement in instance.stages:
             os.environ.update(topology.stage(placement.stage).env)
         self._worker = Worker(topology, instance, run, options)

@@ -146,7 +146,7 @@ class RayLaunchBackend(Backend):
         self.launcher = launcher
 
     async def launch(self, launch: WorkerLaunch) -> RayWorkerHandle:
-        worker = await self.launcher.respawn_async(launch.instance)
+        worker = await self.launcher.respawn_async(launch.instance, tp=launch.run.get("tp"))
         return RayWorkerHandle(worker, asyncio.get_running_loop())
 
     async def close(self) -> None:

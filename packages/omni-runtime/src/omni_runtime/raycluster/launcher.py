@@ -117,6 +117,8 @@ class RayLauncher:
         self.plan = plan(topology, cpu_only=options.device == "cpu")
         self.workers: dict[str, RayWorker] = {}
         self._groups: dict[str, Any] = {}
+        self._tp_ports: dict[str, Any] = {}
+        """TP group -> the port its rank 0's actor picked (an ObjectRef Ray resolves for every rank's ``serve``)."""
         self._owns_ray = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._actor_class: Any = None
@@ -161,7 +163,7 @@ class RayLauncher:
         """A fresh actor for ``name`` (same request; Ray picks any node that satisfies it)."""
         return self._spawn(self.plan.actor(name))
 
-    async def respawn_async(self, name: str, timeout: float = 60.0) -> RayWorker:
+    async def respawn_async(self, name: str, timeout: float = 60.0, tp: dict[str, Any] | None = None) -> RayWorker:
         """:meth:`respawn`, waiting (without blocking the loop) while Ray still holds the dead actor's name.
 
         After a node is lost, the owner learns of its actor's death before the GCS
@@ -176,13 +178,13 @@ class RayLauncher:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.respawn(name)
+                return self._spawn(self.plan.actor(name), tp)
             except Exception as exc:  # ActorAlreadyExistsError (a ValueError in older Ray)
                 if "already taken" not in str(exc) or time.monotonic() > deadline:
                     raise
             await asyncio.sleep(0.2)
 
-    def _spawn(self, request: ActorRequest) -> RayWorker:
+    def _spawn(self, request: ActorRequest, tp: dict[str, Any] | None = None) -> RayWorker:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         assert self._loop is not None
@@ -203,7 +205,10 @@ class RayLauncher:
         actor = self._create(options)
         worker = RayWorker(request.instance, actor, exited=self._loop.create_future())
         self.workers[request.instance] = worker
-        ref = actor.serve.remote(self.topology.to_json(indent=None), request.instance, self.run_json, self.options.to_json(), list(sys.path))
+        if tp is not None and tp["rank"] == 0:  # the group meets on rank 0's node, at a port free there
+            self._tp_ports[tp["group"]] = actor.free_port.remote()
+        port = self._tp_ports.get(tp["group"]) if tp is not None else None
+        ref = actor.serve.remote(self.topology.to_json(indent=None), request.instance, self.run_json, self.options.to_json(), list(sys.path), tp, port)
         asyncio.wrap_future(ref.future(), loop=self._loop).add_done_callback(lambda fut: self._ended(worker, fut))
         asyncio.wrap_future(actor.node.remote().future(), loop=self._loop).add_done_callback(lambda fut: self._placed(worker, fut))
         return worker

@@ -45,7 +45,8 @@ def topology_state(runtime: Any) -> dict[str, Any]:
         inst.name: {"state": processes.get(inst.name, "starting"), "queue_depth": int(depths.get(inst.name, 0)), "pid": pids.get(inst.name)}
         for inst in runtime.topology.instances
     }
-    return {"view": render_html.view(runtime.topology), "live": {"status": status, "instances": instances, "transports": _transports(runtime)}}
+    live = {"status": status, "instances": instances, "transports": _transports(runtime), "tp_groups": dict(health.get("tp_groups") or {})}
+    return {"view": render_html.view(runtime.topology), "live": live}
 
 
 def _transports(runtime: Any) -> dict[str, str]:
