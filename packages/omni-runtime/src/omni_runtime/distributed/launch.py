@@ -29,7 +29,7 @@ class RendezvousBook:
         self.groups = group_of_instance(topology)
         self.host = host
         # a rank that never joins must fail start-up well before the parent's ready timeout
-        self.join_timeout_s = min(DEFAULT_JOIN_TIMEOUT_S, max(1.0, startup_timeout * 0.5))
+        self.join_timeout_s = min(DEFAULT_JOIN_TIMEOUT_S, max(1.0, startup_timeout / 3))
         self._ports: dict[tuple[str, int], int] = {}
 
     def for_launch(self, instance: str, attempt: int) -> dict[str, Any]:
