@@ -38,6 +38,14 @@ def _topology(tp: int):
     return compile_topology(load_config(path, overrides))
 
 
+def _talk_tcp(pid_a: int, pid_b: int) -> bool:
+    """Whether the two processes hold the two ends of an established TCP connection (the group's)."""
+    import psutil
+
+    ends = {(c.laddr, c.raddr) for c in psutil.Process(pid_a).net_connections("tcp") if c.raddr and c.status == "ESTABLISHED"}
+    return any((c.raddr, c.laddr) in ends for c in psutil.Process(pid_b).net_connections("tcp") if c.raddr)
+
+
 def _item(text: str) -> dict:
     return {"text": text, "voice": None, "speed": 1.0, "stream": True, "temperature": 0.0}
 
@@ -81,6 +89,8 @@ def test_tp2_same_audio_alone_and_in_a_batch_then_a_killed_rank_restarts_its_gro
     with Runtime.running(_topology(2), device="cpu", log=None, startup_timeout=240.0) as rt:
         group = rt.health()["tp_groups"]["tts_engine"]
         assert [r["instance"] for r in group["ranks"]] == ["pipeline_tp0", "pipeline_tp1"] and group["state"] == "ready"
+        pids = rt.runtime.instance_pids()
+        assert _talk_tcp(pids["pipeline_tp0"], pids["pipeline_tp1"])  # the ranks formed their process group
         alone = [rt.synthesize(_item(t), timeout=240.0)["audio"] for t in TEXTS]
         batch = _together(rt, [_item(t) for t in TEXTS])
         for ref, one, many in zip(reference, alone, batch):

@@ -1,0 +1,84 @@
+"""A TP=2 engine on the Ray backend: a two-node Ray cluster on 127.0.0.1, the ranks packed on one node.
+
+Higgs-TTS with ``tts_engine`` at ``tp_size: 2``: its two ranks are one ``STRICT_PACK`` placement
+group pinned to the worker node; rank 0's actor picks the rendezvous port on that node. Greedy
+requests give the same audio as TP=1 on the local backend, alone and in a batch, so the same codes.
+"""
+
+from __future__ import annotations
+
+import threading
+from importlib import resources
+
+import pytest
+import torch
+
+from omni_compiler import compile as compile_topology
+from omni_config.loader import load_config
+from omni_runtime import Runtime
+
+TEXTS = ("Hello there.", "A second, slightly longer sentence for the batch.")
+
+
+def _talk_tcp(pid_a: int, pid_b: int) -> bool:
+    """Whether the two processes hold the two ends of an established TCP connection (the group's)."""
+    import psutil
+
+    ends = {(c.laddr, c.raddr) for c in psutil.Process(pid_a).net_connections("tcp") if c.raddr and c.status == "ESTABLISHED"}
+    return any((c.raddr, c.laddr) in ends for c in psutil.Process(pid_b).net_connections("tcp") if c.raddr)
+
+
+def _item(text: str) -> dict:
+    return {"text": text, "voice": None, "speed": 1.0, "stream": True, "temperature": 0.0}
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    from omni_runtime.raycluster.local import local_cluster
+
+    with local_cluster({"node_a": {"node_a": 4}}, head_cpus=2) as local:
+        yield local
+
+
+def _deployment(tmp_path, tp: int):
+    path = tmp_path / f"tp{tp}.yaml"
+    higgs = resources.files("omni_models.higgs_tts") / "pipeline.yaml"
+    path.write_text(
+        f"extends: {higgs}\n"
+        f"stages:\n  - {{name: tts_engine, tp_size: {tp}, gpu: {[0, 1] if tp > 1 else 0}}}\n"
+        "processes:\n  pipeline:\n    ray: {resources: {node_a: 1}}\n"
+    )
+    return compile_topology(load_config(path))
+
+
+def _synthesize_all(rt) -> tuple[list, list]:
+    alone = [rt.synthesize(_item(t), timeout=300.0)["audio"] for t in TEXTS]
+    batch: list = [None] * len(TEXTS)
+
+    def one(i: int) -> None:
+        batch[i] = rt.synthesize(_item(TEXTS[i]), timeout=300.0)["audio"]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(TEXTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return alone, batch
+
+
+@pytest.mark.timeout(900)
+def test_tp2_on_ray_packs_the_ranks_on_one_node_and_gives_tp1_audio(two_nodes, tmp_path):
+    with Runtime.running(_deployment(tmp_path, 1), device="cpu", log=None, startup_timeout=300.0) as rt:
+        reference = [rt.synthesize(_item(t), timeout=300.0)["audio"] for t in TEXTS]
+    topology = _deployment(tmp_path, 2)
+    with Runtime.running(topology, device="cpu", log=None, startup_timeout=300.0, backend="ray", ray_address=two_nodes.address) as rt:
+        placements = rt._call(rt.runtime.placements())
+        node_a = two_nodes.node_id("node_a")
+        assert placements["pipeline_tp0"]["node_id"] == placements["pipeline_tp1"]["node_id"] == node_a
+        assert _talk_tcp(placements["pipeline_tp0"]["pid"], placements["pipeline_tp1"]["pid"])  # the ranks formed their process group
+        group = rt.health()["tp_groups"]["tts_engine"]
+        assert group["state"] == "ready" and [r["instance"] for r in group["ranks"]] == ["pipeline_tp0", "pipeline_tp1"]
+        alone, batch = _synthesize_all(rt)
+    for ref, one, many in zip(reference, alone, batch):
+        assert torch.equal(one, ref)
+        assert torch.equal(many, ref)
