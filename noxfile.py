@@ -169,3 +169,11 @@ def browser(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, "selenium>=4.20")
     session.env["OMNI_REQUIRE_BROWSER"] = "1"  # here a missing browser fails the session instead of skipping
     _pytest(session, "packages/omni-runtime/browser_tests")
+
+
+@nox.session
+def bench_tp(session: nox.Session) -> None:
+    """Tensor parallelism on the CPU (not default): TP=1 vs TP=2 weight memory per rank, decode step, all-reduce share, audio s per wall s; benchmarks/tp_gpu_check.py is its GPU counterpart."""
+    _install(session, "omni-models", extras="")
+    session.install(*CONSTRAINTS, "psutil")
+    session.run("python", "benchmarks/tp_bench.py", *session.posargs)

@@ -30,10 +30,8 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
 FRAME_RATE = 12.5
 
 
@@ -43,7 +41,13 @@ def _config(args: argparse.Namespace) -> Any:
     return ARConfig(num_codebooks=8, codebook_size=1024, layout="parallel", dim=args.dim, layers=args.layers, heads=args.heads, max_seq_len=1024, cond_dim=64)
 
 
-def _rss() -> int:
+def _memory(device: str) -> int:
+    """Resident bytes of this process (CPU), or bytes allocated on its GPU (CUDA)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+        return torch.cuda.memory_allocated(device)
     import psutil
 
     return psutil.Process().memory_info().rss
@@ -66,14 +70,19 @@ def _rank(rank: int, size: int, port: int, checkpoint: str, args: argparse.Names
     from omni_models.common.limits import GenerationLimits
     from omni_models.common.sampling import SamplingParams, generator_for
     from omni_models.common.scheduler import StepScheduler
-    from omni_runtime.distributed import Rendezvous, current, form
+    from omni_runtime.distributed import Rendezvous, backend_for, current, form
 
     torch.set_num_threads(1)
+    device = "cpu"
+    if args.device == "cuda":  # ranks share the GPUs there are (two on one GPU is fine for a check)
+        device = f"cuda:{rank % torch.cuda.device_count()}"
+        torch.cuda.set_device(device)
     if size > 1:
-        form(Rendezvous("bench_engine", rank, size, "127.0.0.1", port, collective_timeout_s=300))
-    before = _rss()
-    model = Loader("safetensors", checkpoint, 1, "cpu").get({"llm": (build_ar, _config(args))}, "llm")
-    result: dict[str, Any] = {"rank": rank, "weight_rss": _rss() - before, "bytes_read": model.checkpoint_bytes_read}
+        backend = args.backend or backend_for(device)
+        form(Rendezvous("bench_engine", rank, size, "127.0.0.1", port, backend=backend, collective_timeout_s=300))
+    before = _memory(device)
+    model = Loader("safetensors", checkpoint, 1, device).get({"llm": (build_ar, _config(args))}, "llm")
+    result: dict[str, Any] = {"rank": rank, "weight_rss": _memory(device) - before, "bytes_read": model.checkpoint_bytes_read}
     if rank > 0:
         model.tp_follower.thread.join()
         out.put(result)
@@ -91,16 +100,18 @@ def _rank(rank: int, size: int, port: int, checkpoint: str, args: argparse.Names
         steps0 = scheduler.steps
         start = time.perf_counter()
         streams = [scheduler.submit(p, limits, params, generator_for("bench", seed + i)) for i, p in enumerate(prompts)]
-        frames = sum(len(list(s)) for s in streams)
+        codes = [[f.tolist() for f in s] for s in streams]
+        frames = sum(len(c) for c in codes)
         wall = time.perf_counter() - start
         steps = scheduler.steps - steps0
         reduce_s = group.stats.all_reduce_s if group is not None else 0.0
-        return {"wall": wall, "frames": frames, "steps": steps, "step_ms": 1000 * wall / steps, "reduce_ms": 1000 * reduce_s / steps}
+        return {"wall": wall, "frames": frames, "steps": steps, "step_ms": 1000 * wall / steps, "reduce_ms": 1000 * reduce_s / steps, "codes": codes}
 
     run(1, 999)  # warm-up
     for concurrency in args.concurrency:
         rounds = [run(concurrency, 100 * r) for r in range(args.rounds)]
-        result[concurrency] = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+        result[concurrency] = {k: statistics.median(r[k] for r in rounds) for k in rounds[0] if k != "codes"}
+        result[concurrency]["codes"] = rounds[0]["codes"]
     scheduler.close()
     if model.decoder.mirror is not None:
         model.decoder.mirror.stop()
@@ -129,16 +140,21 @@ def contender(size: int, checkpoint: str, args: argparse.Namespace) -> dict[int,
     return results
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--frames", type=int, default=48, help="frames generated per request")
     parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
     parser.add_argument("--rounds", type=int, default=1)
-    args = parser.parse_args()
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="collectives (default: gloo on the CPU, NCCL on CUDA)")
+    return parser
+
+
+def run_both(args: argparse.Namespace) -> tuple[dict, dict, float]:
+    """TP=1 and TP=2 on one freshly written checkpoint; returns both results and the parameter count."""
     from omni_models.common.components import build_ar
     from omni_models.common.weights import init_dummy, save_checkpoint
 
@@ -151,8 +167,12 @@ def main() -> int:
         print(f"engine: {args.layers} layers, dim {args.dim}, {args.heads} heads, 8 codebooks x 1024 codes: "
               f"{params / 1e6:.1f} M parameters ({blocks / params:.0%} in the blocks, which TP shards), float32, "
               f"{os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.2f}")
-        tp1 = contender(1, tmp, args)
-        tp2 = contender(2, tmp, args)
+        return contender(1, tmp, args), contender(2, tmp, args), params
+
+
+def main() -> int:
+    args = parser(__doc__.split("\n\n")[0]).parse_args()
+    tp1, tp2, _ = run_both(args)
     base = tp1[0]["weight_rss"]
     print("\n| contender | rank | weight RSS (MiB) | vs TP=1 | checkpoint bytes read (MiB) |")
     print("|---|---|---|---|---|")
@@ -168,7 +188,9 @@ def main() -> int:
             speed = r["frames"] / FRAME_RATE / r["wall"]
             ratio = (a["wall"] / r["wall"]) if name == "TP=2" else 1.0
             print(f"| {c} | {name} | {r['step_ms']:.1f} | {r['reduce_ms']:.2f} | {r['reduce_ms'] / r['step_ms']:.0%} | {speed:.2f} | {ratio:.2f}x |")
-    return 0
+    same = all(tp1[0][c]["codes"] == tp2[0][c]["codes"] for c in args.concurrency)
+    print(f"\ngreedy codes TP=2 == TP=1 at every concurrency: {same}")
+    return 0 if same else 1
 
 
 if __name__ == "__main__":
