@@ -15,6 +15,10 @@ Reported per contender:
 - engine audio seconds per wall second: frames generated / 12.5 frames per second (the codec
   frame rate of the 12 Hz models) over the wall time.
 
+Then the user's path: ``omni bench`` (``Runtime.submit``, streaming) on a registered model (Higgs-TTS
+by default) with its engine at TP=1 and, as an ``--alt`` topology of the same run, at TP=2: audio
+seconds per wall second and time to first audio at concurrency 1 and 8, with each process's RSS.
+
 The machine's cores are shared (2 here): two ranks on two busy cores cannot run faster than one
 process; the table shows what the collectives and the split cost, not a speed-up.
 
@@ -150,7 +154,36 @@ def parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="collectives (default: gloo on the CPU, NCCL on CUDA)")
+    parser.add_argument("--runtime-model", default="bosonai/higgs-tts-3-4b", help="model for the omni bench part ('' skips it)")
+    parser.add_argument("--requests", type=int, default=8, help="omni bench: measured requests per concurrency")
     return parser
+
+
+def user_path(args: argparse.Namespace) -> None:
+    """``omni bench`` with the engine at TP=1 and at TP=2 (an --alt topology of the same run)."""
+    import json
+    import subprocess
+
+    concurrency = ",".join(str(c) for c in args.concurrency)
+    tp2 = "--stages.tts_engine.tp_size 2 --stages.tts_engine.gpu 0,1"
+    cmd = [sys.executable, "-c", "import sys; from omni_runtime.cli import main; sys.exit(main())", "bench", "--model", args.runtime_model,
+           "--device", args.device, "--json", "--requests", str(args.requests), "--concurrency", concurrency, "--text-length", "120",
+           "--alt", f"tp2={tp2}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        print(f"\nomni bench failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+        return
+    rows = {(r["topology"], r["concurrency"]): r for r in json.loads(proc.stdout)["rows"]}
+    print(f"\nuser's path: omni bench --model {args.runtime_model} --device {args.device} ({args.requests} requests of 120 characters per row, streaming)")
+    print("\n| concurrency | engine | audio s / wall s | vs TP=1 | TTFA p50 (ms) | failed | engine RSS per process (MiB) |")
+    print("|---|---|---|---|---|---|---|")
+    for c in args.concurrency:
+        base = rows[("current", c)]
+        for name, key in (("TP=1", "current"), ("TP=2", "tp2")):
+            r = rows[(key, c)]
+            rss = ", ".join(f"{k} {v:.0f}" for k, v in r["rss_mib"].items() if k.startswith("pipeline"))
+            print(f"| {c} | {name} | {r['audio_s_per_s']:.2f} | {r['audio_s_per_s'] / base['audio_s_per_s']:.2f}x | "
+                  f"{1000 * r['ttfa_p50_s']:.0f} | {r['failed']} | {rss} |")
 
 
 def run_both(args: argparse.Namespace) -> tuple[dict, dict, float]:
@@ -190,6 +223,8 @@ def main() -> int:
             print(f"| {c} | {name} | {r['step_ms']:.1f} | {r['reduce_ms']:.2f} | {r['reduce_ms'] / r['step_ms']:.0%} | {speed:.2f} | {ratio:.2f}x |")
     same = all(tp1[0][c]["codes"] == tp2[0][c]["codes"] for c in args.concurrency)
     print(f"\ngreedy codes TP=2 == TP=1 at every concurrency: {same}")
+    if args.runtime_model:
+        user_path(args)
     return 0 if same else 1
 
 

@@ -292,7 +292,7 @@ class Runtime(Admission, ParentInbound):
     def health(self) -> dict[str, Any]:
         """``status``: ``starting``, ``ready``, ``degraded`` (an instance is down, every process can still serve)
         or ``unhealthy``; ``healthy``: every instance ready; ``processes``: each instance's state;
-        ``tp_groups``: each TP group's state and its ranks (``omni_runtime.distributed``)."""
+        ``tp_groups`` (only with TP stages): each group's state and its ranks (``omni_runtime.distributed``)."""
         if self.supervisor is None:
             states = {i.name: STARTING for i in self.topology.instances}
         else:
@@ -307,7 +307,11 @@ class Runtime(Admission, ParentInbound):
             status = STATUS_DEGRADED
         else:
             status = STATUS_UNHEALTHY
-        return {"status": status, "healthy": status == STATUS_READY, "processes": states, "tp_groups": group_health(self.topology, states)}
+        out = {"status": status, "healthy": status == STATUS_READY, "processes": states}
+        groups = group_health(self.topology, states)
+        if groups:  # a topology with TP stages: each group's state and its ranks
+            out["tp_groups"] = groups
+        return out
 
     @property
     def draining(self) -> bool:
