@@ -28,7 +28,6 @@ process; the table shows what the collectives and the split cost, not a speed-up
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import statistics
 import sys
@@ -124,23 +123,16 @@ def _rank(rank: int, size: int, port: int, checkpoint: str, args: argparse.Names
 
 def contender(size: int, checkpoint: str, args: argparse.Namespace) -> dict[int, dict[str, Any]]:
     from omni_runtime.distributed import pick_port
+    from omni_runtime.testing.ranks import run_ranks
 
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
     port = pick_port()
-    procs = [ctx.Process(target=rank_main, args=(r, size, port, checkpoint, args, out)) for r in range(size)]
-    for p in procs:
-        p.start()
     results = {}
-    for _ in procs:
-        item = out.get(timeout=1800)
+    for item in run_ranks(rank_main, [(r, size, port, checkpoint, args) for r in range(size)], timeout=3600):
         if "error" in item:
-            for p in procs:
-                p.kill()
             raise RuntimeError(f"TP={size} rank {item['rank']} failed:\n{item['error']}")
         results[item["rank"]] = item
-    for p in procs:
-        p.join(timeout=30)
+    if len(results) != size:
+        raise RuntimeError(f"TP={size}: only ranks {sorted(results)} reported")
     return results
 
 

@@ -16,16 +16,9 @@ import torch
 from omni_compiler import compile as compile_topology
 from omni_config.loader import load_config
 from omni_runtime import Runtime
+from omni_runtime.testing.ranks import hold_connection
 
 TEXTS = ("Hello there.", "A second, slightly longer sentence for the batch.")
-
-
-def _talk_tcp(pid_a: int, pid_b: int) -> bool:
-    """Whether the two processes hold the two ends of an established TCP connection (the group's)."""
-    import psutil
-
-    ends = {(c.laddr, c.raddr) for c in psutil.Process(pid_a).net_connections("tcp") if c.raddr and c.status == "ESTABLISHED"}
-    return any((c.raddr, c.laddr) in ends for c in psutil.Process(pid_b).net_connections("tcp") if c.raddr)
 
 
 def _item(text: str) -> dict:
@@ -75,7 +68,7 @@ def test_tp2_on_ray_packs_the_ranks_on_one_node_and_gives_tp1_audio(two_nodes, t
         placements = rt._call(rt.runtime.placements())
         node_a = two_nodes.node_id("node_a")
         assert placements["pipeline_tp0"]["node_id"] == placements["pipeline_tp1"]["node_id"] == node_a
-        assert _talk_tcp(placements["pipeline_tp0"]["pid"], placements["pipeline_tp1"]["pid"])  # the ranks formed their process group
+        assert hold_connection(placements["pipeline_tp0"]["pid"], placements["pipeline_tp1"]["pid"])  # the ranks formed their process group
         group = rt.health()["tp_groups"]["tts_engine"]
         assert group["state"] == "ready" and [r["instance"] for r in group["ranks"]] == ["pipeline_tp0", "pipeline_tp1"]
         alone, batch = _synthesize_all(rt)

@@ -3,16 +3,12 @@ batch, for every layout, and each rank reads only its slice of the checkpoint.""
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import queue
-
 import pytest
 import tp_support
 
 from omni_models.common.components import export_dummy_checkpoint
 from omni_runtime.distributed import Rendezvous, pick_port
-
-CTX = mp.get_context("spawn")
+from omni_runtime.testing.ranks import run_ranks
 
 
 @pytest.fixture(scope="module")
@@ -20,24 +16,8 @@ def tp2(tmp_path_factory) -> dict[int, dict]:
     checkpoint = str(tmp_path_factory.mktemp("tp_ckpt"))
     export_dummy_checkpoint(tp_support.components("parallel"), checkpoint, seed=7)
     port = pick_port()
-    out = CTX.Queue()
-    procs = [
-        CTX.Process(target=tp_support.rank_main, args=(Rendezvous("tts_engine", r, 2, "127.0.0.1", port).to_dict(), checkpoint, out))
-        for r in range(2)
-    ]
-    for p in procs:
-        p.start()
-    results = {}
-    try:
-        for _ in procs:
-            item = out.get(timeout=240)
-            results[item["rank"]] = item
-    except queue.Empty:
-        pass
-    for p in procs:
-        p.join(timeout=20)
-        if p.is_alive():
-            p.kill()
+    ranks = [(Rendezvous("tts_engine", r, 2, "127.0.0.1", port).to_dict(), checkpoint) for r in range(2)]
+    results = {item["rank"]: item for item in run_ranks(tp_support.rank_main, ranks, timeout=240)}
     for item in results.values():
         assert "error" not in item, item["error"]
     assert set(results) == {0, 1}, results

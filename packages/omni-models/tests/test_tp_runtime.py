@@ -27,6 +27,7 @@ from omni_runtime import Runtime
 from omni_runtime.errors import RequestFailed, StartupError
 from omni_runtime.launch import LocalBackend
 from omni_runtime.launch.local import LocalWorker
+from omni_runtime.testing.ranks import hold_connection
 
 TEXTS = ("Hello there.", "A second, slightly longer sentence for the batch.", "Third one here.")
 LONG = "This request is long enough to be still generating when one rank of the engine is killed. " * 3
@@ -36,14 +37,6 @@ def _topology(tp: int):
     path = str(resources.files("omni_models.higgs_tts") / "pipeline.yaml")
     overrides = ["--stages.tts_engine.tp_size", str(tp), "--stages.tts_engine.gpu", "0,1"] if tp > 1 else []
     return compile_topology(load_config(path, overrides))
-
-
-def _talk_tcp(pid_a: int, pid_b: int) -> bool:
-    """Whether the two processes hold the two ends of an established TCP connection (the group's)."""
-    import psutil
-
-    ends = {(c.laddr, c.raddr) for c in psutil.Process(pid_a).net_connections("tcp") if c.raddr and c.status == "ESTABLISHED"}
-    return any((c.raddr, c.laddr) in ends for c in psutil.Process(pid_b).net_connections("tcp") if c.raddr)
 
 
 def _item(text: str) -> dict:
@@ -90,7 +83,7 @@ def test_tp2_same_audio_alone_and_in_a_batch_then_a_killed_rank_restarts_its_gro
         group = rt.health()["tp_groups"]["tts_engine"]
         assert [r["instance"] for r in group["ranks"]] == ["pipeline_tp0", "pipeline_tp1"] and group["state"] == "ready"
         pids = rt.runtime.instance_pids()
-        assert _talk_tcp(pids["pipeline_tp0"], pids["pipeline_tp1"])  # the ranks formed their process group
+        assert hold_connection(pids["pipeline_tp0"], pids["pipeline_tp1"])  # the ranks formed their process group
         alone = [rt.synthesize(_item(t), timeout=240.0)["audio"] for t in TEXTS]
         batch = _together(rt, [_item(t) for t in TEXTS])
         for ref, one, many in zip(reference, alone, batch):
