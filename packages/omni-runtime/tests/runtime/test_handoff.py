@@ -108,3 +108,8 @@ def test_tp_rank_0_takes_the_payload_for_its_group_and_continues(main_rt, loop_t
     groups = main_rt.health()["tp_groups"]
     assert groups["tp_stage"]["state"] == "ready"
     assert [(r["rank"], r["instance"], r["state"]) for r in groups["tp_stage"]["ranks"]] == [(0, "tp_tp0", "ready"), (1, "tp_tp1", "ready")]
+    from omni_runtime.serving.page import topology_state  # what /v1/topology serves and the page draws
+
+    live = topology_state(main_rt)["live"]
+    assert live["tp_groups"] == groups
+    assert live["instances"]["tp_tp1"]["tp"] == {"group": "tp_stage", "rank": 1, "size": 2, "group_state": "ready"}

@@ -45,7 +45,12 @@ def topology_state(runtime: Any) -> dict[str, Any]:
         inst.name: {"state": processes.get(inst.name, "starting"), "queue_depth": int(depths.get(inst.name, 0)), "pid": pids.get(inst.name)}
         for inst in runtime.topology.instances
     }
-    live = {"status": status, "instances": instances, "transports": _transports(runtime), "tp_groups": dict(health.get("tp_groups") or {})}
+    groups = dict(health.get("tp_groups") or {})
+    for name, group in groups.items():  # each rank's box says which group it is in and how the group is
+        for rank in group["ranks"]:
+            if rank["instance"] in instances:
+                instances[rank["instance"]]["tp"] = {"group": name, "rank": rank["rank"], "size": group["size"], "group_state": group["state"]}
+    live = {"status": status, "instances": instances, "transports": _transports(runtime), "tp_groups": groups}
     return {"view": render_html.view(runtime.topology), "live": live}
 
 
