@@ -14,7 +14,7 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-nox.options.sessions = ["lint", "omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration", "browser", "ray"]
+nox.options.sessions = ["lint", "omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration", "browser", "ray", "parity"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = False
 
@@ -157,6 +157,14 @@ def bench_models(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_voice(session: nox.Session) -> None:
+    """Time to first audio on the WebSocket stream vs streamed HTTP, and barge-in, for espeak and Qwen3-TTS."""
+    _install(session, "omni-models", extras="")
+    _install(session, "omni-runtime")
+    session.run("python", "benchmarks/voice_stream_bench.py", *session.posargs)
+
+
+@nox.session
 def browser(session: nox.Session) -> None:
     """omni serve's topology page in Debian's headless Chromium (apt: chromium, chromium-driver; .ci/run installs them)."""
     import os
@@ -166,9 +174,40 @@ def browser(session: nox.Session) -> None:
         session.run("apt-get", "update", "-qq", external=True)
         session.run("apt-get", "install", "-y", "-qq", "chromium", "chromium-driver", external=True, env={"DEBIAN_FRONTEND": "noninteractive"})
     _install(session, "omni-runtime")
+    _install(session, "omni-models", extras="")  # the voice page test serves Qwen3-TTS (a model that clones voices)
     session.install(*CONSTRAINTS, "selenium>=4.20")
     session.env["OMNI_REQUIRE_BROWSER"] = "1"  # here a missing browser fails the session instead of skipping
     _pytest(session, "packages/omni-runtime/browser_tests")
+
+
+#: transformers per parity model: the version whose reference classes each model's parity is proven against.
+PARITY_TRANSFORMERS = {"higgs_tts": "transformers==5.24.0"}
+PARITY_TESTS = {"higgs_tts": "packages/omni-models/tests/test_higgs_tts_parity.py"}
+
+
+@nox.session
+@nox.parametrize("model", ["higgs_tts"])
+def parity(session: nox.Session, model: str) -> None:
+    """Real checkpoints against their reference implementations on tiny random checkpoints in the published layout.
+
+    higgs_tts: transformers' Qwen3Model and HiggsAudioV2TokenizerModel. The tokenizer imports torchaudio, whose
+    PyPI wheel's compiled ops cannot load next to torch 2.13; only its pure-Python resampling is used, so the
+    session removes the compiled libraries after installing it (torchaudio then imports without them).
+    """
+    _install(session, "omni-models", extras="[test,higgs]")
+    session.install(*CONSTRAINTS, PARITY_TRANSFORMERS[model])
+    if model == "higgs_tts":
+        session.install(*CONSTRAINTS, "--no-deps", "torchaudio")
+        session.run("python", "-c", (
+            "import importlib.util, pathlib\n"
+            "lib = pathlib.Path(importlib.util.find_spec('torchaudio').submodule_search_locations[0]) / 'lib'\n"
+            "for so in lib.glob('*.so'):\n"
+            "    so.unlink()\n"
+            "import torchaudio.functional\n"
+            "print('torchaudio', torchaudio.__version__, 'without compiled ops: pure-Python resampling only')"
+        ))
+    session.env["OMNI_REQUIRE_PARITY"] = "1"
+    _pytest(session, "-s", PARITY_TESTS[model])
 
 
 @nox.session

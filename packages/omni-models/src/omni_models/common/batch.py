@@ -98,7 +98,12 @@ class RowAttention:
             pool.keys[layer, slots, :, pos] = k[start:end, :, 0]
             pool.values[layer, slots, :, pos] = v[start:end, :, 0]
             n = end - start
-            out.append(F.scaled_dot_product_attention(q[start:end], pool.keys[layer, :n], pool.values[layer, :n], attn_mask=mask))
+            out.append(
+                F.scaled_dot_product_attention(
+                    q[start:end], pool.keys[layer, :n], pool.values[layer, :n], attn_mask=mask,
+                    enable_gqa=q.shape[1] != pool.keys.shape[2],  # grouped-query attention: fewer KV heads (Qwen3)
+                )
+            )
         return out[0] if len(out) == 1 else torch.cat(out)
 
 

@@ -18,8 +18,10 @@ import torch
 from .audio import reference_audio
 from .codec import CodecConfig
 from .components import Component, Loader
+from .factories import ar_engine
 from .queue import PreparedRequestQueue
 from .request import TextRequest, prepare_text_request
+from .spec import CodecTokenSpec, knobs_for
 from .stages import AREngine, with_data
 
 
@@ -83,3 +85,15 @@ class QueuedTTSEngine:
         request = prepared.text
         total = self.engine.stream(ctx, request, self.engine.model.voice(request.voice_index), prepared.prompt_codes)
         return with_data(payload, {"num_frames": total, "frame_rate": self.frame_rate})
+
+
+def build_queued_preprocessing(spec: CodecTokenSpec, queue: PreparedRequestQueue, device: str | None, model_path: str | None, stage: str, knobs: dict[str, Any]) -> QueuedPreprocessing:
+    """The preprocessing stage of ``spec`` publishing into the model's own ``queue``."""
+    loader = knobs_for(spec, "loader", knobs, stage).loader(device, model_path)
+    return QueuedPreprocessing(loader, spec.components(), spec.codec, queue, max_chars=spec.text.max_chars, max_seconds=spec.text.max_seconds)
+
+
+def build_queued_engine(spec: CodecTokenSpec, queue: PreparedRequestQueue, device: str | None, model_path: str | None, stage: str, knobs: dict[str, Any]) -> QueuedTTSEngine:
+    """The AR stage of ``spec`` popping from the model's own ``queue``."""
+    settings = knobs_for(spec, "engine", knobs, stage)
+    return QueuedTTSEngine(ar_engine(spec, settings, settings.loader(device, model_path), stage), spec.frame_rate, queue)

@@ -183,13 +183,15 @@ def _describe(models: Any) -> str:
 class StepScheduler:
     """One model's running batch, driven by its own thread; ``submit`` from any thread."""
 
-    def __init__(self, model: ARModel, *, name: str = "engine", limits: BatchLimits | None = None, stage: str = "tts_engine"):
-        if not isinstance(model, ARModel):
+    def __init__(self, model: ARModel | None, *, name: str = "engine", limits: BatchLimits | None = None, stage: str = "tts_engine", batch: Any = None):
+        """``batch``: a running batch of a model with its own step (``join``/``leave``/``step``/``reserve``
+        like ``DecodeBatch``, e.g. the real Higgs-TTS checkpoint's); otherwise ``DecodeBatch(model)``."""
+        if batch is None and not isinstance(model, ARModel):
             raise TypeError(f"{name}: a scheduler batches one ARModel, got {_describe(model)}: build one engine per model (one model, one layout per batch)")
+        self.batch = batch if batch is not None else DecodeBatch(model)
         self.limits = limits or BatchLimits()
-        self.limits.check(model.config.max_seq_len, stage)
+        self.limits.check(self.batch.config.max_seq_len, stage)
         self.name = name
-        self.batch = DecodeBatch(model)
         self._cond = threading.Condition()
         self._waiting: deque[_Waiting] = deque()
         self._reserved = 0

@@ -11,6 +11,7 @@ audio_decode      latent decoder: 25 Hz latents -> 44.1 kHz mono, streamed to th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,9 +25,9 @@ from omni_models.common.preprocessing import ReferencePreprocessing
 from omni_models.common.request import TextRequest
 from omni_models.common.sampling import generator_for
 from omni_models.common.speaker import SpeakerEncoderConfig
+from omni_models.common.spec import LoaderKnobs, VocoderKnobs, apply_knobs
 from omni_models.common.stages import AudioFormat, CodecVocoder, is_cancelled, require, with_data
 from omni_models.common.stages import chunk_frames as group_frames
-from omni_models.common.weights import DEFAULT_SEED
 
 from .model import LatentARConfig, build_latent_ar, generate_latents
 
@@ -106,29 +107,34 @@ def build_preprocessing() -> ReferencePreprocessing:
     return ReferencePreprocessing(VAE.frame_rate, VAE.sample_rate, MAX_CHARS, MAX_SECONDS)
 
 
-def build_reference_encode(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> ReferenceEncode:
-    return ReferenceEncode(Loader.create(load_format, model_path, seed, device, num_threads))
+@dataclass(frozen=True)
+class LatentEngineKnobs(LoaderKnobs):
+    """The latent engine's knobs (the pipeline file declares the same with types and ranges)."""
+
+    chunk_frames: int = 10
+    first_chunk_frames: int = 3
 
 
-def build_tts_engine(
-    load_format: str = "dummy",
-    model_path: str | None = None,
-    seed: int = DEFAULT_SEED,
-    device: str | None = None,
-    num_threads: int | None = 1,
-    chunk_frames: int = 10,
-    first_chunk_frames: int = 3,
-) -> TTSEngine:
-    if chunk_frames < 1 or first_chunk_frames < 1:
-        raise ValueError(f"chunk_frames and first_chunk_frames must be >= 1, got {chunk_frames} and {first_chunk_frames}")
-    return TTSEngine(Loader.create(load_format, model_path, seed, device, num_threads), chunk_frames, first_chunk_frames)
+DECODE_KNOBS = ("load_format", "seed", "num_threads", "max_batch_size")
 
 
-def build_audio_decode(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1, max_batch_size: int | None = None) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, device, num_threads)
+def build_reference_encode(device: str | None = None, model_path: str | None = None, stage_name: str = "reference_encode", **knobs: Any) -> ReferenceEncode:
+    return ReferenceEncode(apply_knobs(LoaderKnobs(), knobs, model=MODEL, stage=stage_name).loader(device, model_path))
+
+
+def build_tts_engine(device: str | None = None, model_path: str | None = None, stage_name: str = "tts_engine", **knobs: Any) -> TTSEngine:
+    settings = apply_knobs(LatentEngineKnobs(), knobs, model=MODEL, stage=stage_name)
+    if settings.chunk_frames < 1 or settings.first_chunk_frames < 1:
+        raise ValueError(f"chunk_frames and first_chunk_frames must be >= 1, got {settings.chunk_frames} and {settings.first_chunk_frames}")
+    return TTSEngine(settings.loader(device, model_path), settings.chunk_frames, settings.first_chunk_frames)
+
+
+def build_audio_decode(device: str | None = None, model_path: str | None = None, stage_name: str = "audio_decode", **knobs: Any) -> CodecVocoder:
+    settings = apply_knobs(VocoderKnobs(), knobs, model=MODEL, stage=stage_name, names=DECODE_KNOBS)
+    loader = settings.loader(device, model_path)
     return CodecVocoder(
-        max_batch_size=max_batch_size,
-        model=MODEL, stage="audio_decode", frontend=lambda first_chunk: (lambda latents: latents),
+        max_batch_size=settings.max_batch_size,
+        model=MODEL, stage=stage_name, frontend=lambda first_chunk: (lambda latents: latents),
         decoder=loader.get(components(), "audio_vae.decoder"),
         audio=AudioFormat(VAE.sample_rate, VAE.channels), device=loader.device, key="latents",
     )

@@ -227,6 +227,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         allowed_origins=tuple(args.allowed_origins),
         body_timeout=args.body_timeout,
         build=build_info(pipeline.topology),
+        voices_dir=args.voices_dir,
     )
     options = ServeOptions(
         host=args.host,

@@ -54,6 +54,10 @@ def add_operator_args(serve: argparse.ArgumentParser) -> None:
         "--max-connections", type=positive_int, default=None,
         help="open connections at most; at the cap the oldest idle one is closed (default: the file-descriptor limit less a reserve)",
     )
+    group.add_argument(
+        "--voices-dir", metavar="DIR", default=None,
+        help="where uploaded voices (POST /v1/audio/voices) and their speaker artefacts are kept across restarts (default: a temporary directory)",
+    )
 
 
 def env_defaults(parser: argparse.ArgumentParser) -> None:

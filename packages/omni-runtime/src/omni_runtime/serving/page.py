@@ -73,5 +73,5 @@ def page_html(runtime: Any, settings: Any) -> str:
         .replace("{{MODELS}}", models)
         .replace("{{AUTH}}", "required" if settings.api_key else "")
     )
-    extra = form + "<script>" + _static("live.js") + "</script>"
+    extra = form + _static("voice.html") + "<script>" + _static("live.js") + "</script><script>" + _static("voice.js") + "</script>"
     return render_html.page(render_html.view(runtime.topology), extra_body=extra, live=True)

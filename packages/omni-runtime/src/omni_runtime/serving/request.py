@@ -36,8 +36,8 @@ MAX_INT_DIGITS = 40
 MAX_EXTRA_DEPTH = 8
 """Deepest nesting accepted inside an extra field."""
 INT64 = (-(2**63), 2**63 - 1)
-_RESERVED = frozenset({"text", "request_id"})
-"""Extra fields that would overwrite what the runtime or the entry payload owns."""
+_RESERVED = frozenset({"text", "request_id", "voice_key", "voices_dir"})
+"""Extra fields that would overwrite what the runtime or the entry payload owns (``voice_key``/``voices_dir``: the server's voice cache)."""
 
 Number = StrictInt | StrictFloat
 

@@ -172,6 +172,7 @@ async def serve_runtime(
         root_path=options.root_path,
         server_header=False,
         backlog=ACCEPT_BURST,
+        ws_max_size=1024 * 1024,  # /v1/audio/speech/stream messages are small; larger frames close the socket (1009)
     )
     server = _Server(config, runtime, options.shutdown_grace)
     url = bound_url(sock)
