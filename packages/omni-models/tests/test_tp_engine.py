@@ -47,3 +47,17 @@ def test_each_rank_reads_half_of_the_sharded_weights(tp2, rank):
     # what the rank read from the file: its half of the blocks plus the replicated rest
     assert got["checkpoint_bytes_read"] == got["checkpoint_param_bytes"] + full_other
     assert got["checkpoint_bytes_read"] < 0.75 * full.checkpoint_bytes_read
+
+
+def test_constructor_hook_builds_slices_only_inside_building():
+    from torch import nn
+
+    from omni_models.common.parallel import ColumnParallelLinear, RowParallelLinear, Shard, building, column, row
+
+    assert type(column(8, 16)) is nn.Linear and type(row(16, 8)) is nn.Linear
+    with building(Shard(1, 2)):
+        q, o = column(8, 16), row(16, 8)
+    assert isinstance(q, ColumnParallelLinear) and q.weight.shape == (8, 8) and q.weight_spec.ranges() == [(8, 16)]
+    assert isinstance(o, RowParallelLinear) and o.weight.shape == (8, 8) and o.weight_spec.ranges() == [(8, 16)]
+    with building(Shard(0, 3)), pytest.raises(ValueError, match="does not split across tp_size 3"):
+        column(8, 16)

@@ -28,6 +28,9 @@ same full tensors (TP=N gives TP=1's model) and a safetensors checkpoint is read
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -167,3 +170,37 @@ def process_shard(build) -> tuple[Shard | None, object]:
     except (TypeError, ValueError):
         takes = False
     return (Shard(group.rank, group.size), group) if takes else (None, None)
+
+
+_building: ContextVar[Shard | None] = ContextVar("omni_tp_building", default=None)
+
+
+@contextlib.contextmanager
+def building(shard: Shard | None) -> Iterator[None]:
+    """While a model is constructed inside this block, ``column``/``row`` build this rank's slices.
+
+    The hook for stacks that create their projections through constructor functions of their own
+    (``column_linear(in, out, bias)`` / ``row_linear(in, out, bias)``, as the Qwen3 talker's layers
+    do): those functions call ``column``/``row`` and the stack needs no shard argument threaded
+    through every block. Outside the block (or with ``None``) they build plain ``nn.Linear``.
+    """
+    token = _building.set(shard)
+    try:
+        yield
+    finally:
+        _building.reset(token)
+
+
+def column(in_features: int, out_features: int, bias: bool = False) -> nn.Linear:
+    """A column-parallel projection of the model being built (``building``), else a plain one."""
+    return column_linear(in_features, (out_features,), _building.get(), bias=bias)
+
+
+def row(in_features: int, out_features: int, bias: bool = False) -> nn.Linear:
+    """A row-parallel projection of the model being built (``building``; no bias under TP), else a plain one."""
+    shard = _building.get()
+    if shard is None or shard.size == 1:
+        return nn.Linear(in_features, out_features, bias=bias)
+    if bias:
+        raise ValueError("a row-parallel projection cannot carry a bias (each rank would add it once); keep it outside the sharded linear")
+    return RowParallelLinear(in_features, out_features, shard)
