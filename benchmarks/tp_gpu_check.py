@@ -33,7 +33,8 @@ def main() -> int:
         args.backend = "nccl" if gpus >= 2 else "gloo"
     print(f"{gpus} GPU(s): {torch.cuda.get_device_name(0)}; TP=2 collectives over {args.backend}"
           + (" (NCCL cannot put two ranks of one group on one GPU)" if gpus < 2 and args.backend == "gloo" else ""))
-    tp1, tp2, params = tp_bench.run_both(args)
+    runs, params = tp_bench.run_both(args)
+    tp1, tp2 = runs.values()
     print(f"engine: {params / 1e6:.1f} M parameters, float32")
     print("\n| concurrency | TP=1 step (ms) | TP=2 step (ms) | all-reduce per step (ms) | TP=2 / TP=1 speed | same greedy codes |")
     print("|---|---|---|---|---|---|")

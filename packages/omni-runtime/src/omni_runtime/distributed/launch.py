@@ -47,9 +47,12 @@ class RendezvousBook:
 
 
 def join_for_instance(run: dict[str, Any], instance: ProcessInstance, device: str | None) -> TPGroup | None:
-    """Join this instance's TP group (if it is a rank of one) before its stages are built."""
+    """Join this instance's TP group (if it is a rank of one) before its stages are built;
+    ``device``: the worker's device option (the rank's own device decides gloo or NCCL)."""
     data = run.get(RUN_KEY)
     if not data:
         return None
-    rdv = Rendezvous.from_dict(data)
-    return form(replace(rdv, backend=backend_for(device)))
+    from ..worker.factory import resolve_device
+
+    rank_device, _ = resolve_device(instance.stages[0].gpu, device)
+    return form(replace(Rendezvous.from_dict(data), backend=backend_for(rank_device)))

@@ -57,13 +57,12 @@ def build_stages(topology: CompiledTopology, instance: ProcessInstance, options:
     """Every stage of ``instance``, in declaration order; :class:`StageBuildError` on the first failure.
 
     A TP rank first joins its group (``omni_runtime.distributed``); failing to is a startup error
-    of its stage that names the group and the rank."""
+    that names the group and the rank."""
     built = BuiltStages()
     stage_name: str | None = None
     try:
         _enforce_memory_fraction(instance, options)
-        stage_name = instance.stages[0].stage if instance.stages and instance.stages[0].tp_size > 1 else None
-        built.tp_group = join_for_instance(run or {}, instance, resolve_device(instance.stages[0].gpu, options.device)[0] if instance.stages else None)
+        built.tp_group = join_for_instance(run or {}, instance, options.device)
         for placement in instance.stages:
             stage_name = placement.stage
             _build_stage(built, topology, instance, placement, options)
