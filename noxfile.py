@@ -180,24 +180,39 @@ def browser(session: nox.Session) -> None:
     _pytest(session, "packages/omni-runtime/browser_tests")
 
 
-#: transformers per parity model: the version whose reference classes each model's parity is proven against.
-PARITY_TRANSFORMERS = {"higgs_tts": "transformers==5.24.0"}
-PARITY_TESTS = {"higgs_tts": "packages/omni-models/tests/test_higgs_tts_parity.py"}
+# Reference implementations each parity venv installs next to omni-models (reference code lives in these venvs only).
+# qwen3_tts: qwen-tts pins transformers 4.57.3 / accelerate 1.12.0 and declares gradio, torchaudio, sox and onnxruntime,
+# which its 12 Hz path never calls: it is installed --no-deps with what that path imports.
+# higgs_tts: transformers' Qwen3Model and HiggsAudioV2TokenizerModel (transformers 5.24). The tokenizer imports
+# torchaudio, whose PyPI wheel's compiled ops cannot load next to torch 2.13; only its pure-Python resampling is used,
+# so the session removes the compiled libraries after installing it (torchaudio then imports without them).
+PARITY_REFERENCES = {
+    "qwen3_tts": {
+        "extras": "[test]",
+        "deps": ["transformers==4.57.3", "accelerate==1.12.0", "librosa>=0.10", "soundfile>=0.12", "einops>=0.7"],
+        "no_deps": ["qwen-tts==0.1.1"],
+        "tests": ["packages/omni-models/parity_tests"],
+    },
+    "higgs_tts": {
+        "extras": "[test,higgs]",
+        "deps": ["transformers==5.24.0"],
+        "no_deps": ["torchaudio"],
+        "strip_torchaudio_ops": True,
+        "tests": ["-s", "packages/omni-models/tests/test_higgs_tts_parity.py"],
+    },
+}
 
 
-@nox.session
-@nox.parametrize("model", ["higgs_tts"])
+@nox.session(name="parity")
+@nox.parametrize("model", list(PARITY_REFERENCES))
 def parity(session: nox.Session, model: str) -> None:
-    """Real checkpoints against their reference implementations on tiny random checkpoints in the published layout.
-
-    higgs_tts: transformers' Qwen3Model and HiggsAudioV2TokenizerModel. The tokenizer imports torchaudio, whose
-    PyPI wheel's compiled ops cannot load next to torch 2.13; only its pure-Python resampling is used, so the
-    session removes the compiled libraries after installing it (torchaudio then imports without them).
-    """
-    _install(session, "omni-models", extras="[test,higgs]")
-    session.install(*CONSTRAINTS, PARITY_TRANSFORMERS[model])
-    if model == "higgs_tts":
-        session.install(*CONSTRAINTS, "--no-deps", "torchaudio")
+    """omni's real-checkpoint models against their reference implementations on tiny checkpoints in the published layout."""
+    reference = PARITY_REFERENCES[model]
+    _install(session, "omni-models", extras=reference["extras"])
+    session.install(*CONSTRAINTS, *reference["deps"])
+    if reference.get("no_deps"):
+        session.install(*CONSTRAINTS, "--no-deps", *reference["no_deps"])
+    if reference.get("strip_torchaudio_ops"):
         session.run("python", "-c", (
             "import importlib.util, pathlib\n"
             "lib = pathlib.Path(importlib.util.find_spec('torchaudio').submodule_search_locations[0]) / 'lib'\n"
@@ -207,7 +222,17 @@ def parity(session: nox.Session, model: str) -> None:
             "print('torchaudio', torchaudio.__version__, 'without compiled ops: pure-Python resampling only')"
         ))
     session.env["OMNI_REQUIRE_PARITY"] = "1"
-    _pytest(session, "-s", PARITY_TESTS[model])
+    _pytest(session, *reference["tests"])
+
+
+@nox.session
+def bench_real(session: nox.Session) -> None:
+    """Qwen3-TTS 12 Hz on a mid-size random checkpoint in the published layout: omni's batched engine vs qwen-tts (batched call, one call per text)."""
+    reference = PARITY_REFERENCES["qwen3_tts"]
+    _install(session, "omni-models", extras="")
+    session.install(*CONSTRAINTS, *reference["deps"])
+    session.install("--no-deps", *reference["no_deps"])
+    session.run("python", "benchmarks/real_bench.py", *session.posargs)
 
 
 @nox.session

@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     _runtime_args(synth)
     synth.add_argument("--voice", default=None, help="voice name passed to the pipeline")
     synth.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4.0 (default: %(default)s)")
+    from .request_flags import add_request_flags
+
+    add_request_flags(synth)
     synth.add_argument(
         "--format",
         choices=sorted(set(SUFFIX_FORMATS.values())),
@@ -263,6 +266,9 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         raise UserError(f"error: -o {args.output}\n  rule: the folder {str(out.parent)!r} does not exist\n  fix:  create it or write somewhere else")
     pipeline = load_pipeline(args, _stderr)
     data = {"text": args.text, "voice": args.voice, "speed": float(args.speed), "response_format": fmt, "stream": False}
+    from .request_flags import request_fields
+
+    data.update(request_fields(args))
 
     async def run() -> Any:
         runtime = _runtime(pipeline, args, log=_stderr)

@@ -105,6 +105,13 @@ def load_pipeline(args: argparse.Namespace, announce: Any) -> Pipeline:
         )
     overrides = list(getattr(args, "overrides", ()))
     weights = getattr(args, "weights", None)
+    if getattr(args, "device", None) is not None and not args.config:  # a command that runs stages: find and verify a published checkpoint
+        from .checkpoints import CheckpointProblem, resolve_weights
+
+        try:
+            weights = resolve_weights(model, weights)
+        except CheckpointProblem as exc:
+            raise UserError(f"error: {exc}") from None
     config = _load(args.config, model, overrides)
     if weights is not None:
         config = _load(args.config, model, [*weights_overrides(config, checkpoint_dir(weights), overrides), *overrides])
