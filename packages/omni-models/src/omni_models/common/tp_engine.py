@@ -39,7 +39,9 @@ from .transformer import Decoder, KVCache
 
 log = logging.getLogger("omni.tp")
 
-NOOP, NEW_POOL, ADD, REMOVE, PREFILL, STEP, STOP = range(7)
+NOOP, STOP, NEW_POOL, ADD, REMOVE, PREFILL, STEP = range(7)
+#: Operation codes from here on are free for other engines' mirrors (``qwen3_tts_12hz.tp``).
+FIRST_FREE_OP = 16
 HEADER = 8
 #: Exit status of a rank whose group broke (a peer died or a collective timed out).
 EXIT_GROUP_LOST = 75
@@ -52,35 +54,15 @@ def _group_lost(group: Any, exc: BaseException) -> None:
 
 
 class Mirror:
-    """Rank 0's side: broadcast each operation on the sharded decoder before running it."""
+    """Rank 0's side: broadcast each operation (a header of ints, then its tensors) before running
+    it, under one lock, so the collectives inside the operation follow in the same order on every
+    rank; a heartbeat while idle; ``STOP`` at exit."""
 
-    def __init__(self, group: Any, decoder: Decoder):
-        self.group, self.decoder = group, decoder
-        param = next(decoder.parameters())
-        self.device, self.dtype = param.device, param.dtype
+    def __init__(self, group: Any, device: torch.device, dtype: torch.dtype):
+        self.group, self.device, self.dtype = group, device, dtype
         self.lock = threading.Lock()
         self.last_sent = time.monotonic()
         self.stopped = False
-        mirror = self
-
-        class MirroredKVPool(KVPool):
-            """A KV pool whose every slot change is replayed by the other ranks."""
-
-            def __init__(self, config, span, device, dtype):
-                mirror.send([NEW_POOL, span])
-                super().__init__(config, span, device, dtype)
-
-            def add(self, row) -> KVCache:
-                mirror.send([ADD, self.span])
-                cache = super().add(row)
-                cache.address = (self.span, row.slot)
-                return cache
-
-            def remove(self, row) -> None:
-                mirror.send([REMOVE, self.span, row.slot])
-                super().remove(row)
-
-        self.pool_type = MirroredKVPool
         interval = max(0.05, group.rendezvous.collective_timeout_s / 4) if group.rendezvous is not None else 15.0
         threading.Thread(target=self._heartbeat, args=(interval,), name=f"tp-heartbeat-{group.name}", daemon=True).start()
         atexit.register(self.stop)
@@ -97,23 +79,15 @@ class Mirror:
         self.last_sent = time.monotonic()
 
     def send(self, values: list[int], *tensors: torch.Tensor) -> None:
+        """An operation without collectives of its own (a cache slot moved)."""
         with self.lock:
             self._broadcast(values, *tensors)
 
     @contextlib.contextmanager
-    def prefill(self, x: torch.Tensor, cache: Any, invariant: bool) -> Iterator[None]:
-        address = getattr(cache, "address", None)
-        if address is None:
-            raise RuntimeError("a sharded decoder prefills only into a slot of the engine's KV pools")
+    def op(self, values: list[int], *tensors: torch.Tensor) -> Iterator[None]:
+        """Broadcast an operation and hold the group while the caller runs it (its collectives)."""
         with self.lock:
-            self._broadcast([PREFILL, address[0], address[1], x.shape[1], int(invariant)], x.to(self.device, self.dtype))
-            yield
-
-    @contextlib.contextmanager
-    def step(self, x: torch.Tensor, positions: torch.Tensor, rows: RowAttention) -> Iterator[None]:
-        segments = torch.tensor([v for pool, start, end, *_ in rows.segments for v in (pool.span, end - start)], dtype=torch.long, device=self.device)
-        with self.lock:
-            self._broadcast([STEP, x.shape[0], len(rows.segments)], segments, positions.to(self.device, torch.long), x.to(self.device, self.dtype))
+            self._broadcast(values, *tensors)
             yield
 
     def _heartbeat(self, interval: float) -> None:
@@ -141,21 +115,12 @@ class Mirror:
                 self.lock.release()
 
 
-class _Slot:
-    """A follower's stand-in for rank 0's request row (a pool only needs its slot)."""
-
-    pool: Any = None
-    slot: int = -1
-
-
 class Follower:
-    """A rank above 0: replay rank 0's operations on this rank's slice, until STOP or a lost group."""
+    """A rank above 0: receive rank 0's operations and ``handle`` each on this rank's slice, until
+    STOP or a lost group. Subclasses handle their engine's operations."""
 
-    def __init__(self, group: Any, decoder: Decoder):
-        self.group, self.decoder = group, decoder
-        param = next(decoder.parameters())
-        self.device, self.dtype = param.device, param.dtype
-        self.pools: dict[int, KVPool] = {}
+    def __init__(self, group: Any, device: torch.device, dtype: torch.dtype):
+        self.group, self.device, self.dtype = group, device, dtype
         self.steps = 0
         self.thread = threading.Thread(target=self._loop, name=f"tp-follower-{group.name}-{group.rank}", daemon=True)
 
@@ -163,59 +128,122 @@ class Follower:
         self.thread.start()
         return self
 
-    def _recv(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        return self.group.broadcast(torch.empty(shape, dtype=dtype, device=self.device))
+    def recv(self, shape: tuple[int, ...], dtype: torch.dtype | None = None) -> torch.Tensor:
+        return self.group.broadcast(torch.empty(shape, dtype=dtype or self.dtype, device=self.device))
 
     def _loop(self) -> None:
         try:
             with torch.inference_mode():
-                while self._one():
-                    pass
+                while True:
+                    header = self.recv((HEADER,), torch.long).tolist()
+                    if header[0] == STOP:
+                        log.info("%s: rank 0 stopped the engine", self.group.who)
+                        return
+                    if header[0] != NOOP:
+                        self.handle(header[0], header[1:])
         except Exception as exc:  # noqa: BLE001 - the group is gone
             _group_lost(self.group, exc)
 
-    def _one(self) -> bool:
-        header = self._recv((HEADER,), torch.long).tolist()
-        op = header[0]
-        if op == STOP:
-            log.info("%s: rank 0 stopped the engine", self.group.who)
-            return False
+    def handle(self, op: int, args: list[int]) -> None:
+        raise NotImplementedError
+
+
+class DecoderMirror(Mirror):
+    """Rank 0 of a sharded ``Decoder`` under ``DecodeBatch``: KV-pool changes, prefills, steps."""
+
+    def __init__(self, group: Any, decoder: Decoder):
+        param = next(decoder.parameters())
+        super().__init__(group, param.device, param.dtype)
+        mirror = self
+
+        class MirroredKVPool(KVPool):
+            """A KV pool whose every slot change is replayed by the other ranks."""
+
+            def __init__(self, config, span, device, dtype):
+                mirror.send([NEW_POOL, span])
+                super().__init__(config, span, device, dtype)
+
+            def add(self, row) -> KVCache:
+                mirror.send([ADD, self.span])
+                cache = super().add(row)
+                cache.address = (self.span, row.slot)
+                return cache
+
+            def remove(self, row) -> None:
+                mirror.send([REMOVE, self.span, row.slot])
+                super().remove(row)
+
+        self.pool_type = MirroredKVPool
+
+    @contextlib.contextmanager
+    def prefill(self, x: torch.Tensor, cache: Any, invariant: bool) -> Iterator[None]:
+        address = getattr(cache, "address", None)
+        if address is None:
+            raise RuntimeError("a sharded decoder prefills only into a slot of the engine's KV pools")
+        with self.op([PREFILL, address[0], address[1], x.shape[1], int(invariant)], x.to(self.device, self.dtype)):
+            yield
+
+    @contextlib.contextmanager
+    def step(self, x: torch.Tensor, positions: torch.Tensor, rows: RowAttention) -> Iterator[None]:
+        segments = torch.tensor([v for pool, start, end, *_ in rows.segments for v in (pool.span, end - start)], dtype=torch.long, device=self.device)
+        with self.op([STEP, x.shape[0], len(rows.segments)], segments, positions.to(self.device, torch.long), x.to(self.device, self.dtype)):
+            yield
+
+
+class _Slot:
+    """A follower's stand-in for rank 0's request row (a pool only needs its slot)."""
+
+    pool: Any = None
+    slot: int = -1
+
+
+class DecoderFollower(Follower):
+    """Replays ``DecoderMirror``'s operations on this rank's decoder slice and KV pools."""
+
+    def __init__(self, group: Any, decoder: Decoder):
+        param = next(decoder.parameters())
+        super().__init__(group, param.device, param.dtype)
+        self.decoder = decoder
+        self.pools: dict[int, KVPool] = {}
+
+    def handle(self, op: int, args: list[int]) -> None:
         if op == NEW_POOL:
-            self.pools[header[1]] = KVPool(self.decoder.kv_config, header[1], self.device, self.dtype)
+            self.pools[args[0]] = KVPool(self.decoder.kv_config, args[0], self.device, self.dtype)
         elif op == ADD:
-            self.pools[header[1]].add(_Slot())
+            self.pools[args[0]].add(_Slot())
         elif op == REMOVE:
-            pool = self.pools[header[1]]
-            pool.remove(pool.rows[header[2]])
+            pool = self.pools[args[0]]
+            pool.remove(pool.rows[args[1]])
         elif op == PREFILL:
-            span, slot, t, invariant = header[1:5]
-            x = self._recv((1, t, self.decoder.config.dim), self.dtype)
+            span, slot, t, invariant = args[:4]
+            x = self.recv((1, t, self.decoder.config.dim))
             pool = self.pools[span]
             self.decoder(x, KVCache(pool.keys[:, slot : slot + 1], pool.values[:, slot : slot + 1]), invariant=bool(invariant))
         elif op == STEP:
-            batch, npools = header[1:3]
-            segments = self._recv((2 * npools,), torch.long).tolist()
-            positions = self._recv((batch,), torch.long)
-            x = self._recv((batch, self.decoder.config.dim), self.dtype)
+            batch, npools = args[:2]
+            segments = self.recv((2 * npools,), torch.long).tolist()
+            positions = self.recv((batch,), torch.long)
+            x = self.recv((batch, self.decoder.config.dim))
             pools = [self.pools[span] for span in segments[::2]]
             counts = [len(p.rows) for p in pools]
             if counts != segments[1::2]:
                 raise RuntimeError(f"{self.group.who}: KV pools out of step with rank 0 (rows {counts}, rank 0 has {segments[1::2]})")
             self.decoder.step(x, positions, RowAttention(pools, positions))
             self.steps += 1
-        return True
+        else:
+            raise RuntimeError(f"{self.group.who}: unknown operation {op} from rank 0")
 
 
 def engage(model: Any, group: Any) -> Any:
-    """Wire a sharded model into its group: rank 0 mirrors, the others follow (idempotent)."""
+    """Wire a sharded ``ARModel`` into its group: rank 0 mirrors, the others follow (idempotent)."""
     decoder = model.decoder
     if getattr(model, "tp_engaged", False):
         return model
     decoder.attach(group.all_reduce)
     if group.rank == 0:
-        decoder.mirror = mirror = Mirror(group, decoder)
+        decoder.mirror = mirror = DecoderMirror(group, decoder)
         model.kv_pool_type = mirror.pool_type
     else:
-        model.tp_follower = Follower(group, decoder).start()
+        model.tp_follower = DecoderFollower(group, decoder).start()
     model.tp_engaged = True
     return model
