@@ -89,3 +89,56 @@ def rank_main(rdv: dict[str, Any], checkpoint: str, out: Any) -> None:
         out.put(result)
     except Exception:  # noqa: BLE001 - the test reads it
         out.put({"rank": rdv["rank"], "error": traceback.format_exc()})
+
+
+# -- the real Qwen3-TTS talker (tiny checkpoint in the published layout) ------------------------
+
+QWEN3_REQUESTS = [{"text": f"sentence number {i} " * (1 + i % 3), "voice": ["vivian", "dylan"][i % 2], "seed": 100 + i,
+                   "max_new_tokens": 10 + 2 * i, "temperature": 0} for i in range(3)]
+
+
+class _Ctx:
+    cancelled = False
+    deadline = None
+
+
+def qwen3_codes(pre: Any, engine: Any) -> dict[str, Any]:
+    """Greedy codes of ``QWEN3_REQUESTS`` through the talker engine: each alone, then all in one batch."""
+    prepared = [pre.prepare(r) for r in QWEN3_REQUESTS]
+    alone = [engine.collect(p, _Ctx()).tolist() for p in prepared]
+    with engine.scheduler._cond:  # admitted together: one running batch
+        streams = [engine.submit(p, _Ctx(), chunked=False) for p in prepared]
+    batched: list[Any] = [None] * len(streams)
+    threads = [threading.Thread(target=lambda i=i: batched.__setitem__(i, [f.tolist() for f in streams[i]])) for i in range(len(streams))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"alone": alone, "batched": batched, "peak_batch": engine.scheduler.peak_batch}
+
+
+def layer_bytes(talker: Any) -> int:
+    return sum(p.numel() * p.element_size() for p in talker.model.layers.parameters())
+
+
+def qwen3_rank_main(rdv: dict[str, Any], checkpoint: str, out: Any) -> None:
+    """One rank of a TP=2 Qwen3 talker: rank 0 generates, rank 1 follows its steps."""
+    from omni_models.qwen3_tts_12hz import stages
+    from omni_runtime.distributed import Rendezvous, form
+
+    torch.set_num_threads(1)
+    try:
+        group = form(Rendezvous.from_dict(rdv))
+        pre = stages.build_preprocessing(model_path=checkpoint)
+        engine = stages.build_tts_engine(model_path=checkpoint).engine
+        result: dict[str, Any] = {"rank": group.rank, "layer_bytes": layer_bytes(engine.batch.talker)}
+        if group.rank == 0:
+            result.update(qwen3_codes(pre, engine))
+            engine.scheduler.close()
+            engine.batch.mirror.stop()
+        else:
+            engine.batch.tp_follower.thread.join()
+            result["steps"] = engine.batch.tp_follower.steps
+        out.put(result)
+    except Exception:  # noqa: BLE001 - the test reads it
+        out.put({"rank": rdv["rank"], "error": traceback.format_exc()})
