@@ -106,7 +106,7 @@ def load_pipeline(args: argparse.Namespace, announce: Any) -> Pipeline:
     overrides = list(getattr(args, "overrides", ()))
     weights = getattr(args, "weights", None)
     if getattr(args, "device", None) is not None and not args.config:  # a command that runs stages: find and verify a published checkpoint
-        from .checkpoints import CheckpointProblem, resolve_weights
+        from ..checkpoints import CheckpointProblem, resolve_weights
 
         try:
             weights = resolve_weights(model, weights)
