@@ -7,7 +7,10 @@ requests give the same audio as TP=1 on the local backend, alone and in a batch,
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from importlib import resources
 
 import pytest
@@ -60,7 +63,7 @@ def _synthesize_all(rt) -> tuple[list, list]:
 
 
 @pytest.mark.timeout(900)
-def test_tp2_on_ray_packs_the_ranks_on_one_node_and_gives_tp1_audio(two_nodes, tmp_path):
+def test_tp2_on_ray_packs_the_ranks_on_one_node_gives_tp1_audio_and_restarts_as_a_group(two_nodes, tmp_path):
     with Runtime.running(_deployment(tmp_path, 1), device="cpu", log=None, startup_timeout=300.0) as rt:
         reference = [rt.synthesize(_item(t), timeout=300.0)["audio"] for t in TEXTS]
     topology = _deployment(tmp_path, 2)
@@ -72,6 +75,21 @@ def test_tp2_on_ray_packs_the_ranks_on_one_node_and_gives_tp1_audio(two_nodes, t
         group = rt.health()["tp_groups"]["tts_engine"]
         assert group["state"] == "ready" and [r["instance"] for r in group["ranks"]] == ["pipeline_tp0", "pipeline_tp1"]
         alone, batch = _synthesize_all(rt)
-    for ref, one, many in zip(reference, alone, batch):
-        assert torch.equal(one, ref)
-        assert torch.equal(many, ref)
+        for ref, one, many in zip(reference, alone, batch):
+            assert torch.equal(one, ref)
+            assert torch.equal(many, ref)
+
+        # one rank's process dies: the group restarts as one unit (rank 0's actor picks a new port) and serves again
+        os.kill(placements["pipeline_tp1"]["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and rt.health()["tp_groups"]["tts_engine"]["state"] == "ready":
+            time.sleep(0.1)  # until the supervisor saw the death
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not rt.health()["healthy"]:
+            time.sleep(0.5)
+        assert rt.health()["tp_groups"]["tts_engine"]["state"] == "ready", rt.health()
+        again = rt._call(rt.runtime.placements())
+        assert again["pipeline_tp0"]["pid"] != placements["pipeline_tp0"]["pid"] and again["pipeline_tp1"]["pid"] != placements["pipeline_tp1"]["pid"]
+        assert again["pipeline_tp0"]["node_id"] == again["pipeline_tp1"]["node_id"] == node_a
+        assert hold_connection(again["pipeline_tp0"]["pid"], again["pipeline_tp1"]["pid"])
+        assert torch.equal(rt.synthesize(_item(TEXTS[0]), timeout=300.0)["audio"], reference[0])
