@@ -233,3 +233,11 @@ def bench_real(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, *reference["deps"])
     session.install("--no-deps", *reference["no_deps"])
     session.run("python", "benchmarks/real_bench.py", *session.posargs)
+
+
+@nox.session
+def bench_tp(session: nox.Session) -> None:
+    """Tensor parallelism on the CPU (not default): TP=1 vs TP=2 weight memory per rank, decode step, all-reduce share, audio s per wall s; benchmarks/tp_gpu_check.py is its GPU counterpart."""
+    _install(session, "omni-models", extras="")
+    session.install(*CONSTRAINTS, "psutil")
+    session.run("python", "benchmarks/tp_bench.py", *session.posargs)

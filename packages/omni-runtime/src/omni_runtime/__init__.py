@@ -28,8 +28,9 @@ stage raised ``InvalidRequest(message, param=...)`` for a client mistake, ``proc
 (compiled once in the constructor). ``Runtime(..., shm_budget_bytes=1<<30, send_timeout=30.0)``:
 per-process shared-memory budget, bound on the parent's admission send.
 
-Behaviour choices: TP stages run one process per rank; every rank receives the payload and
-chunks, rank 0's output and emitted chunks continue, other ranks' outputs are dropped.
+Behaviour choices: TP stages run one process per rank, the ranks form one torch.distributed
+group at start-up (``omni_runtime.distributed``); rank 0 receives the payload and chunks and
+sends downstream, the group restarts as one unit.
 ``handle.stage_timings`` is complete when the request finishes. Scripts that start a runtime
 need ``if __name__ == "__main__":`` (workers use the ``spawn`` start method).
 """

@@ -162,7 +162,8 @@
       g.dataset.state = info.state;
       g.setAttribute("class", "instance state-" + info.state);
       const pid = info.pid ? ` · pid ${info.pid}` : "";
-      g.querySelector(".instance-state").textContent = `${info.state} · queue ${info.queue_depth}${pid}`;
+      const tp = info.tp ? ` · TP ${info.tp.group} rank ${info.tp.rank}/${info.tp.size} (group ${info.tp.group_state})` : "";
+      g.querySelector(".instance-state").textContent = `${info.state} · queue ${info.queue_depth}${pid}${tp}`;
     }
     // a cluster run may put two processes on different nodes: that hop is TCP, not IPC + shared memory
     for (const g of document.querySelectorAll("g.edge.cross")) {

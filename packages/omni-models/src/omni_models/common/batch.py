@@ -162,7 +162,7 @@ class DecodeBatch:
         span = self.reserve(prompt.shape[1], limits)
         pool = self.pools.get(span)
         if pool is None:
-            pool = self.pools[span] = KVPool(self.model.decoder.config, span, self.device, self.dtype)
+            pool = self.pools[span] = (self.model.kv_pool_type or KVPool)(self.model.decoder.kv_config, span, self.device, self.dtype)
         row = Row(owner, FrameState(self.config, limits), params, GumbelNoise(generator), span)
         cache = pool.add(row)
         try:

@@ -19,6 +19,7 @@ Slots are compact (a leaving row's slot is refilled by the last row), so the ste
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,7 +109,10 @@ class TalkerBatch:
         weight = talker.codec_head.weight
         self.device, self.dtype = weight.device, weight.dtype
         t = self.spec.talker
-        self.cache = SlotCache(t.layers, t.kv_heads, t.head_dim, self.device, self.dtype)
+        kv_heads = talker.model.layers[0].self_attn.k_proj.out_features // t.head_dim  # this rank's (all without TP)
+        self.cache = SlotCache(t.layers, kv_heads, t.head_dim, self.device, self.dtype)
+        self.mirror: Any = None
+        """Rank 0 of a TP group: sends each forward's inputs to the other ranks (``omni_models.qwen3_tts_12hz.tp``)."""
         self.order: list[Row] = []
         self.rows: dict[Any, Row] = {}
         vocab = self.spec.codec_vocab
@@ -137,8 +141,19 @@ class TalkerBatch:
         span = self.reserve(prompt.shape[1], limits)
         row = Row(owner, job, limits, generator, span, slot=len(self.order))
         length = prompt.shape[1]
-        self.cache.ensure(row.slot + 1, length + 1)
-        cache, slot = self.cache, row.slot
+        prompt = prompt.to(self.device, self.dtype)
+        with self.mirror.prefill(row.slot, prompt) if self.mirror is not None else contextlib.nullcontext():
+            row.hidden = self.prefill(row.slot, prompt)[0, -1]
+        row.position = length
+        self.order.append(row)
+        self.rows[owner] = row
+        return row
+
+    def prefill(self, slot: int, prompt: torch.Tensor) -> torch.Tensor:
+        """Run ``prompt`` ``[1, T, hidden]`` into cache ``slot``; its hidden states (every TP rank runs this)."""
+        length = prompt.shape[1]
+        self.cache.ensure(slot + 1, length + 1)
+        cache = self.cache
 
         def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             cache.keys[layer, slot, :, :length] = k[0]
@@ -146,11 +161,7 @@ class TalkerBatch:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.shape[1] != q.shape[1])
 
         positions = torch.arange(length, device=self.device)[None]
-        row.hidden = self.talker.model.run(prompt.to(self.device, self.dtype), positions, attend)[0, -1]
-        row.position = length
-        self.order.append(row)
-        self.rows[owner] = row
-        return row
+        return self.talker.model.run(prompt, positions, attend)
 
     def leave(self, owner: Any) -> None:
         row = self.rows.pop(owner, None)
@@ -158,6 +169,8 @@ class TalkerBatch:
             return
         last = self.order.pop()
         if last is not row:
+            if self.mirror is not None:
+                self.mirror.move(last.slot, row.slot)
             self.cache.move(last.slot, row.slot)
             self.order[row.slot] = last
             last.slot = row.slot
@@ -218,9 +231,18 @@ class TalkerBatch:
 
     def _advance(self, feed: dict[Any, torch.Tensor]) -> None:
         rows = self.order  # compact: exactly the continuing rows, in slot order
-        n = len(rows)
         x = torch.stack([feed[r.owner] for r in rows])[:, None]
         positions = torch.tensor([r.position for r in rows], device=self.device)
+        with self.mirror.advance(x, positions) if self.mirror is not None else contextlib.nullcontext():
+            out = self.advance(x, positions)
+        for i, row in enumerate(rows):
+            row.hidden = out[i]
+            row.position += 1
+
+    def advance(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """One position for slots ``0..n-1``: inputs ``[n, 1, hidden]`` at ``positions`` ``[n]`` -> ``[n, hidden]``
+        (every TP rank runs this)."""
+        n = x.shape[0]
         length = int(positions.max()) + 1
         self.cache.ensure(n, length)
         cache, slots = self.cache, torch.arange(n, device=self.device)
@@ -232,7 +254,4 @@ class TalkerBatch:
             keys, values = cache.keys[layer, :n, :, :length], cache.values[layer, :n, :, :length]
             return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=keys.shape[1] != q.shape[1])
 
-        out = self.talker.model.run(x, positions[:, None], attend)[:, 0]
-        for i, row in enumerate(rows):
-            row.hidden = out[i]
-            row.position += 1
+        return self.talker.model.run(x, positions[:, None], attend)[:, 0]

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from omni_models.common.parallel import full_shape, read_shard, shard_specs
+
 from .spec import CheckpointError, read_codec_spec, read_generation_defaults, read_model_spec
 
 MODEL_FILE = "model.safetensors"
@@ -125,7 +127,8 @@ class _Files:
                 )
         return out
 
-    def read(self, keys: list[str]) -> dict[str, torch.Tensor]:
+    def read(self, keys: list[str], specs: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+        """The tensors of ``keys``; a key with a ``ShardSpec`` in ``specs`` is read as this rank's slice only."""
         from safetensors import safe_open
 
         shapes = self.shapes()
@@ -136,12 +139,14 @@ class _Files:
         for path, names in by_file.items():
             with safe_open(str(path), framework="pt") as handle:
                 for name in names:
-                    out[name] = handle.get_tensor(name)
+                    out[name] = read_shard(handle, name, (specs or {}).get(name))
         return out
 
 
 def expected(module: nn.Module, prefix: str) -> dict[str, tuple[int, ...]]:
-    return {prefix + name: tuple(t.shape) for name, t in module.state_dict().items()}
+    """Checkpoint key -> the shape the file must have (the full shape of a tensor-parallel slice)."""
+    specs = shard_specs(module)
+    return {prefix + name: full_shape(specs, name, t) for name, t in module.state_dict().items()}
 
 
 def load(module: nn.Module, directory: Path, prefix: str, name: str = MODEL_FILE) -> nn.Module:
@@ -151,7 +156,7 @@ def load(module: nn.Module, directory: Path, prefix: str, name: str = MODEL_FILE
     problems = files.problems(wanted)
     if problems:
         raise CheckpointError("\n".join(problems))
-    tensors = files.read(list(wanted))
+    tensors = files.read(list(wanted), {prefix + k: v for k, v in shard_specs(module).items()})
     module.load_state_dict({key[len(prefix) :]: value for key, value in tensors.items()}, strict=True)
     return module
 

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from omni_models.common import parallel
+
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -37,13 +39,17 @@ class StackSpec:
 
 
 def column_linear(in_features: int, out_features: int, bias: bool) -> nn.Module:
-    """A projection whose outputs a tensor-parallel build splits across ranks."""
-    return nn.Linear(in_features, out_features, bias=bias)
+    """A projection whose outputs a tensor-parallel build splits across ranks (``parallel.building``)."""
+    return parallel.column(in_features, out_features, bias)
 
 
 def row_linear(in_features: int, out_features: int, bias: bool) -> nn.Module:
     """A projection whose inputs a tensor-parallel build splits across ranks (then all-reduces)."""
-    return nn.Linear(in_features, out_features, bias=bias)
+    return parallel.row(in_features, out_features, bias)
+
+
+def no_reduce(x: torch.Tensor) -> torch.Tensor:
+    return x
 
 
 class RMSNorm(nn.Module):
@@ -116,9 +122,9 @@ class Block(nn.Module):
         self.post_attention_layernorm = RMSNorm(spec.hidden, spec.eps)
         self.mlp = MLP(spec.hidden, spec.intermediate)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: Attend, layer: int) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, attend, layer)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: Attend, layer: int, reduce=no_reduce) -> torch.Tensor:
+        x = x + reduce(self.self_attn(self.input_layernorm(x), cos, sin, attend, layer))
+        return x + reduce(self.mlp(self.post_attention_layernorm(x)))
 
 
 class Stack(nn.Module):
@@ -129,12 +135,14 @@ class Stack(nn.Module):
         self.spec = spec
         self.layers = nn.ModuleList(Block(spec) for _ in range(spec.layers))
         self.norm = RMSNorm(spec.hidden, spec.eps)
+        self.reduce = no_reduce
+        """Under tensor parallelism: the group's all-reduce (sum of the ranks' partial results)."""
 
     def run(self, x: torch.Tensor, positions: torch.Tensor, attend: Attend) -> torch.Tensor:
         """``x`` ``[B, T, hidden]`` at integer ``positions`` ``[B, T]`` -> normed hidden states."""
         cos, sin = rotary(positions, self.spec.head_dim, self.spec.rope_theta, x.dtype)
         for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, attend, i)
+            x = layer(x, cos, sin, attend, i, self.reduce)
         return self.norm(x)
 
 

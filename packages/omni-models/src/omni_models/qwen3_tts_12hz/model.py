@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from omni_models.common.parallel import Shard
+
 from . import checkpoint
 from .codec import CodecDecoder
 from .speaker import SpeakerEncoder
@@ -36,9 +38,10 @@ class Checkpoint:
         path = Path(directory)
         return cls(path, read_model_spec(path), read_codec_spec(path), read_generation_defaults(path))
 
-    def talker(self, device: str = "cpu", dtype: torch.dtype = torch.float32) -> Talker:
+    def talker(self, device: str = "cpu", dtype: torch.dtype = torch.float32, shard: Shard | None = None) -> Talker:
+        """The talker; ``shard``: a tensor-parallel rank's slice (it reads only that from the file)."""
         with torch.device("meta"):
-            module = Talker(self.model)
+            module = Talker(self.model, shard)
         module = module.to_empty(device="cpu")
         checkpoint.load(module, self.directory, "talker.")
         return module.to(device, dtype).eval()

@@ -23,12 +23,14 @@ import torch
 
 from omni_models.common.audio import _decode_wav
 from omni_models.common.combine import Combiner
+from omni_models.common.parallel import process_shard
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from omni_models.common.stages import AudioFormat, is_cancelled, require, with_data
 from omni_models.common.voice_cache import VOICE_KEY, reference_artefacts
 from omni_models.common.weights import DEFAULT_SEED, resolve_device
 from omni_runtime.errors import InvalidRequest
 
+from . import tp
 from .batch import TalkerBatch
 from .codec import REFERENCE_LEFT_CONTEXT, CodecDecoder
 from .encoder import ReferenceEncoder, clone_support_problem
@@ -38,6 +40,7 @@ from .model import Checkpoint, dtype_of
 from .prompt import PromptInputs
 from .request import parse_request
 from .spec import CheckpointError
+from .talker import Talker
 from .text import TextTokenizer, assistant_text, instruct_text, reference_text
 
 MAX_REFERENCE_SECONDS = 30.0
@@ -228,8 +231,10 @@ def build_tts_engine(load_format: str = "safetensors", model_path: str | None = 
         raise CheckpointError(f"{MODEL}: preprocessing loaded {context.directory}, the engine {checkpoint.directory}\n  fix:  give both stages the same model_path")
     if chunk_frames < 1 or first_chunk_frames < 1:
         raise ValueError(f"chunk_frames and first_chunk_frames must be >= 1, got {chunk_frames} and {first_chunk_frames}")
-    talker = checkpoint.talker(resolve_device(device), dtype_of(dtype))
-    engine = TalkerEngine(TalkerBatch(talker, max_seq_len), name=MODEL, limits=BatchLimits(max_batch_size, max_batch_tokens), seed=seed,
+    shard, group = process_shard(Talker)  # a rank of a TP group holds its slice of the talker's layers
+    talker = checkpoint.talker(resolve_device(device), dtype_of(dtype), shard)
+    batch = TalkerBatch(talker, max_seq_len) if group is None else tp.engage(TalkerBatch(talker, max_seq_len), group)
+    engine = TalkerEngine(batch, name=MODEL, limits=BatchLimits(max_batch_size, max_batch_tokens), seed=seed,
                           chunking=(first_chunk_frames, chunk_frames))
     return TTSEngine(engine, checkpoint.codec.sample_rate / checkpoint.codec.upsample)
 

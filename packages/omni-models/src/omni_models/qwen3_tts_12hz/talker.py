@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from omni_models.common.parallel import Shard, building
+
 from .layers import Stack, StackSpec
 from .spec import ModelSpec
 
@@ -100,11 +102,15 @@ class CodePredictor(nn.Module):
 
 
 class Talker(nn.Module):
-    def __init__(self, spec: ModelSpec):
+    """``shard``: this rank's slice of the talker's decoder layers under tensor parallelism
+    (``omni_models.qwen3_tts_12hz.tp``); embeddings, heads and the code predictor stay whole."""
+
+    def __init__(self, spec: ModelSpec, shard: Shard | None = None):
         super().__init__()
         self.spec = spec
         t = spec.talker
-        self.model = TalkerModel(t, spec.codec_vocab, spec.text_vocab, spec.text_hidden)
+        with building(shard):
+            self.model = TalkerModel(t, spec.codec_vocab, spec.text_vocab, spec.text_hidden)
         self.text_projection = TextProjection(spec.text_hidden, t.hidden)
         self.codec_head = nn.Linear(t.hidden, spec.codec_vocab, bias=False)
         self.code_predictor = CodePredictor(spec.predictor, t.hidden, spec.num_code_groups, spec.predictor_vocab)

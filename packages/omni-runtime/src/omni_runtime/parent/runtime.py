@@ -34,6 +34,8 @@ from omni_compiler.topology import CompiledTopology
 
 from .. import envelope as E
 from ..control import ControlSender
+from ..distributed.launch import RendezvousBook
+from ..distributed.topology import group_health
 from ..errors import RequestFailed, RuntimeNotRunning, StartupError
 from ..launch import Backend, LaunchedWorker, RunSetup, WorkerLaunch, backend_named
 from ..launch.registry import placement_notes
@@ -110,6 +112,7 @@ class Runtime:
         self.startup_timeout = startup_timeout
         self.log = log or log_info
         self.router = Router(topology)
+        self._rendezvous = RendezvousBook(topology, startup_timeout)
         self.chooser = ReplicaChooser(self.router, replica_policy)
         level = log_level or logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
         self.options = WorkerOptions(
@@ -229,7 +232,7 @@ class Runtime:
         return WorkerLaunch(
             topology=self._topology_json,
             instance=instance,
-            run=self.run.to_dict(),
+            run={**self.run.to_dict(), **self._rendezvous.for_launch(instance, attempt)},
             options=self.options.__dict__.copy(),
             parent_pid=os.getpid(),
             sys_path=tuple(p for p in sys.path if p),
@@ -329,7 +332,8 @@ class Runtime:
         """``status``: ``starting``, ``ready``, ``degraded`` (an instance is down, every process can still serve),
         ``restarting`` (a process needed to serve is down and being restarted under its policy) or ``unhealthy``
         (one is down for good: past its restart budget, or stopped); ``healthy``: every instance ready;
-        ``processes``: each instance's state."""
+        ``processes``: each instance's state; ``tp_groups`` (only with TP stages): each group's state and
+        its ranks (``omni_runtime.distributed``)."""
         states = {i.name: self.watch.state_of(i.name) for i in self.topology.instances}
         if not self._ready and not self._closed:
             status = STATUS_STARTING
@@ -337,7 +341,11 @@ class Runtime:
             status = STATUS_UNHEALTHY
         else:
             status = serving_status(states, self.chooser)
-        return {"status": status, "healthy": status == STATUS_READY, "processes": states}
+        out = {"status": status, "healthy": status == STATUS_READY, "processes": states}
+        groups = group_health(self.topology, states)
+        if groups:  # a topology with TP stages: each group's state and its ranks
+            out["tp_groups"] = groups
+        return out
 
     @property
     def draining(self) -> bool:

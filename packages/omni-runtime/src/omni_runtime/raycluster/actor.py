@@ -21,6 +21,7 @@ pickled, and no payload goes through Ray's object store.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -51,10 +52,24 @@ class WorkerActor:
             "gpu_map": {str(k): v for k, v in self._gpu_map.items()},
         }
 
-    def serve(self, launch_json: str) -> int:
-        """Build and serve the instance until SHUTDOWN through the worker's one entry point; returns 0 then."""
+    def free_port(self) -> int:
+        """A port free on this actor's node: where rank 0 of a TP group hosts the group's rendezvous."""
+        from ..distributed import pick_port
+
+        return pick_port(self.node()["host"])
+
+    def serve(self, launch_json: str, tp_port: int | None = None) -> int:
+        """Build and serve the instance until SHUTDOWN through the worker's one entry point; returns 0 then.
+
+        ``tp_port``: for a TP rank, the port rank 0's actor picked on its node, where the group
+        meets (the group is packed on rank 0's node, so this node's address is rank 0's)."""
         from ..worker.entry import run_worker
 
+        launch = json.loads(launch_json)
+        tp = launch["run"].get("tp")
+        if tp is not None:
+            tp.update(host=self.node()["host"], port=tp_port if tp_port is not None else tp["port"])
+            launch_json = json.dumps(launch)
         try:
             return run_worker(launch_json, host=ActorHost(self))
         finally:

@@ -155,6 +155,8 @@ class RayLauncher:
         self.plan = plan(topology, cpu_only=options.device == "cpu")
         self.workers: dict[str, RayWorker] = {}
         self._groups: dict[str, Any] = {}
+        self._tp_ports: dict[str, Any] = {}
+        """TP group -> the port its rank 0's actor picked (an ObjectRef Ray resolves for every rank's ``serve``)."""
         self._owns_ray = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._actor_class: Any = None
@@ -240,8 +242,15 @@ class RayLauncher:
         self.workers[request.instance] = worker
         # the same launch JSON a local worker reads on its stdin; the run as this cluster sees it
         # (the parent's endpoint), and no parent pid: Ray ends an actor whose owner died
-        placed = dataclasses.replace(launch, run=json.loads(self.run_json), parent_pid=None)
-        ref = actor.serve.remote(placed.to_json())
+        tp = launch.run.get("tp")
+        run = json.loads(self.run_json)
+        if tp is not None:  # a TP rank: the group meets on rank 0's node, at a port free there
+            run["tp"] = tp
+            if tp["rank"] == 0:
+                self._tp_ports[tp["group"]] = actor.free_port.remote()
+        port = self._tp_ports.get(tp["group"]) if tp is not None else None
+        placed = dataclasses.replace(launch, run=run, parent_pid=None)
+        ref = actor.serve.remote(placed.to_json(), port)
         asyncio.wrap_future(ref.future(), loop=self._loop).add_done_callback(lambda fut: self._ended(worker, fut))
         asyncio.wrap_future(actor.node.remote().future(), loop=self._loop).add_done_callback(lambda fut: self._placed(worker, fut))
         return worker

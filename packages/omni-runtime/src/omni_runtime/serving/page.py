@@ -47,7 +47,13 @@ def topology_state(runtime: Any) -> dict[str, Any]:
         inst.name: {"state": processes.get(inst.name, "starting"), "queue_depth": int(depths.get(inst.name, 0)), "pid": pids.get(inst.name)}
         for inst in runtime.topology.instances
     }
-    return {"view": topology_view(runtime), "live": {"status": status, "instances": instances, "transports": _transports(runtime)}}
+    groups = dict(health.get("tp_groups") or {})
+    for name, group in groups.items():  # each rank's box says which group it is in and how the group is
+        for rank in group["ranks"]:
+            if rank["instance"] in instances:
+                instances[rank["instance"]]["tp"] = {"group": name, "rank": rank["rank"], "size": group["size"], "group_state": group["state"]}
+    live = {"status": status, "instances": instances, "transports": _transports(runtime), "tp_groups": groups}
+    return {"view": topology_view(runtime), "live": live}
 
 
 def topology_view(runtime: Any) -> dict[str, Any]:

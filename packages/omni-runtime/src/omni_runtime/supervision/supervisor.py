@@ -27,6 +27,7 @@ from omni_compiler.topology import CompiledTopology
 from ..launch import Backend, ExitInfo, LaunchedWorker, WorkerLaunch
 from ..launch.backend import all_exited
 from .policy import RestartBudget, RestartPolicy
+from .tp_groups import GroupRestarts
 
 log = logging.getLogger("omni.supervisor")
 
@@ -95,6 +96,7 @@ class Supervisor:
             policy = policies[inst.process]
             self.instances[inst.name] = Instance(inst.name, policy, RestartBudget(policy))
         self.stats = SupervisorStats()
+        self.tp_groups = GroupRestarts(topology)
         self.restarting_enabled = False
         """False until the first start completed: a failure while starting is a StartupError, not a restart."""
         self.stopping = False
@@ -176,6 +178,8 @@ class Supervisor:
             self._on_change()
             return
         reason = self.reason(inst, info)
+        if self.tp_groups.handle_exit(self, inst, reason):  # a TP rank: its whole group restarts as one unit
+            return
         delay = inst.budget.take()
         if delay is None:
             if inst.policy.max_restarts == 0:

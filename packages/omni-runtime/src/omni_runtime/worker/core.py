@@ -70,7 +70,7 @@ class Worker:
         try:
             with self._sigterm_reported(loop):  # from the start: a SIGTERM while building or right after ready is reported too
                 try:
-                    self.stages = build_stages(self.topology, self.instance, self.options, self.router)
+                    self.stages = build_stages(self.topology, self.instance, self.options, self.router, self.run_spec)
                 except StageBuildError as exc:
                     log.error("failed to start (stage %s):\n%s", exc.stage or "-", exc.tb.rstrip())
                     await to_parent.send(E.header(E.STARTUP_ERROR, stage=exc.stage or "", src=self.name, has_data=True), exc.tb)
