@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     _runtime_args(synth)
     synth.add_argument("--voice", default=None, help="voice name passed to the pipeline")
     synth.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4.0 (default: %(default)s)")
-    from ..request_flags import add_request_flags
+    from .request_flags import add_request_flags
 
     add_request_flags(synth)
     synth.add_argument(
@@ -299,7 +299,7 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         raise UserError(f"error: -o {args.output}\n  rule: the folder {str(out.parent)!r} does not exist\n  fix:  create it or write somewhere else")
     pipeline = load_pipeline(args, _stderr)
     data = {"text": args.text, "voice": args.voice, "speed": float(args.speed), "response_format": fmt, "stream": False}
-    from ..request_flags import request_fields
+    from .request_flags import request_fields
 
     data.update(request_fields(args))
 
