@@ -2,7 +2,7 @@
 
 The parent (:class:`RendezvousBook`) picks one address and free port per start of each TP group
 (a group restarts as one unit, so every rank of one start asks with the same ``attempt``) and puts
-it in the worker's launch (``run["tp"]``). The Ray backend replaces host and port with a free
+it in the worker's launch (``run["tp"]``). A cluster backend replaces host and port with a free
 port on rank 0's node. The worker (:func:`join_for_instance`) joins before it builds any stage,
 with gloo or NCCL depending on its device, and makes the group current for the model code.
 """

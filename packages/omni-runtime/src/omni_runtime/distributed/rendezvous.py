@@ -1,6 +1,6 @@
 """Forming one tensor-parallel group: every rank of a TP stage joins one ``torch.distributed`` group.
 
-The parent (local backend) or the Ray launcher (from rank 0's node) picks the address and a free
+The parent (local backend) or the cluster backend (from rank 0's node) picks the address and a free
 port once per start of the group (:func:`pick_port`) and hands the same :class:`Rendezvous` to
 every rank. Rank 0 hosts a ``TCPStore`` there; each rank writes a ``joined/<rank>`` key, and rank 0
 waits for all of them within ``timeout_s``. Waiting on our own keys (instead of the store barrier

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..distributed.topology import TPGroupSpec, group_of_instance
 
-if TYPE_CHECKING:
-    from .supervisor import Instance, Supervisor
+# the supervisor's instance states (its module imports this one, so they are spelt here, not imported)
+DEAD, RESTARTING = "dead", "restarting"
 
 log = logging.getLogger("omni.supervisor")
 
@@ -26,12 +26,11 @@ class GroupRestarts:
     def __init__(self, topology: Any) -> None:
         self.groups: dict[str, TPGroupSpec] = group_of_instance(topology)
 
-    def handle_exit(self, sup: Supervisor, inst: Instance, reason: str) -> bool:
+    def handle_exit(self, sup: Any, inst: Any, reason: str) -> bool:
         """Called when ``inst`` is down and restarts are enabled; True when the group rule took it."""
         spec = self.groups.get(inst.name)
         if spec is None:
             return False
-        from .supervisor import DEAD, RESTARTING
 
         members = [sup.instances[name] for name in spec.members]
         live = [m for m in members if m.worker is not None]
@@ -66,14 +65,13 @@ class GroupRestarts:
         lead.restart_timer = sup._loop.call_later(delay, lambda: sup._loop.create_task(self._restart(sup, members)))
         return True
 
-    async def _restart(self, sup: Supervisor, members: list[Instance]) -> None:
-        from .supervisor import DEAD, RESTARTING
+    async def _restart(self, sup: Any, members: list[Any]) -> None:
 
         members[0].restart_timer = None
         if sup.stopping or any(m.state != RESTARTING for m in members):
             return
         attempt = max(m.attempt for m in members) + 1
-        for member in members:  # rank 0 first: on Ray the others meet on its node
+        for member in members:  # rank 0 first: on a cluster backend the others meet on its node
             member.attempt = attempt
             try:
                 await sup._launch(member)
