@@ -65,7 +65,7 @@ def info_server():
 @pytest.mark.parametrize(("audio", "says"), [
     (_rate_zero(), "sample rate of 0 Hz"),
     (_wav()[:300], "truncated"),
-    (b"this is not audio at all" * 10, "not a WAV file"),
+    (b"this is not audio at all" * 10, "not an audio file"),
     (_wav(frames=0), "no audio frames"),
 ], ids=["sample rate 0", "truncated", "not audio", "no frames"])
 def test_a_malformed_ref_audio_is_a_400_naming_the_field(info_server, audio, says):
@@ -73,7 +73,8 @@ def test_a_malformed_ref_audio_is_a_400_naming_the_field(info_server, audio, say
     response = httpx.post(f"{info_server.url}/v1/audio/speech", json=body, timeout=60)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
-    assert (error["param"], error["code"], error["type"]) == ("ref_audio", "invalid_value", "invalid_request_error")
+    assert (error["param"], error["type"]) == ("ref_audio", "invalid_request_error")
+    assert error["code"] in ("invalid_value", "invalid_audio")  # a torn WAV header, or bytes no decoder reads
     assert says in error["message"]
 
 

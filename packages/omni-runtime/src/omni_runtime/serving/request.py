@@ -192,9 +192,11 @@ def _ref_audio(value: str) -> bytes:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         raise bad_request("ref_audio must be a base64-encoded WAV file (or a data:audio/wav;base64, URL)", param="ref_audio", code="invalid_value") from None
-    problem = wav_problem(data)
-    if problem is not None:
-        raise bad_request(f"ref_audio must be a 16- or 32-bit PCM WAV recording, but {problem}", param="ref_audio", code="invalid_value")
+    if data[:4] == b"RIFF":  # a WAV header: its own fields are checked here (sample rate 0, torn frames)
+        problem = wav_problem(data)
+        if problem is not None:
+            raise bad_request(f"ref_audio must be a 16- or 32-bit PCM WAV recording, but {problem}", param="ref_audio", code="invalid_value")
+    # any other bytes are decoded (FLAC, MP3, Ogg...) by the voice resolver, whose errors name ref_audio too
     return data
 
 
