@@ -114,3 +114,28 @@ def test_splitting_qwen3_preprocessing_is_rejected(fmt: str) -> None:
     else:
         assert "Traceback" not in result.stderr
         assert result.stderr.splitlines()[1] == "error: stages.preprocessing.process = 'tts_frontend'"
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_factory_a_config_names_exists(path):
+    """A full config names its factories by import path: each must be a callable of an installed model
+    (a model refactor that moves its stage code must move the example configs with it)."""
+    import importlib
+
+    import yaml
+
+    stages = (yaml.safe_load(path.read_text()) or {}).get("stages") or []
+    missing = []
+    for stage in stages:
+        factory = stage.get("factory")
+        if not factory:
+            continue  # a deployment file: its model's factories are checked with the model
+        module, _, name = factory.partition(":")
+        try:
+            target = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as exc:
+            missing.append(f"{stage['name']}: {factory} ({exc})")
+            continue
+        if not callable(target):
+            missing.append(f"{stage['name']}: {factory} is not callable")
+    assert not missing, missing
