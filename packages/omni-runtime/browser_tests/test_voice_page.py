@@ -21,8 +21,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 import test_topology_page as page_tests  # noqa: E402
 from serving.conftest import assert_clean_exit, shm_segments, start_server, wait_healthy  # noqa: E402
 
-browser = page_tests.browser  # the same headless Chromium fixture as the topology page test
-_wait = page_tests._wait
+_wait = page_tests._wait  # the headless Chromium fixture ``browser`` is the suite's, in conftest.py
 HAVE_BROWSER = page_tests.HAVE_BROWSER
 pytestmark = [
     pytest.mark.timeout(300),
