@@ -70,14 +70,16 @@ class StageConfigError(ValueError):
         """Where the value was set; the worker fills in the stage (:meth:`at`)."""
         super().__init__(f"{self.path} = {quote_value(value)}: {rule}; fix: {fix}")
 
-    def at(self, stage: str, factory_args: dict[str, Any]) -> StageConfigError:
+    def at(self, stage: str, factory_args: dict[str, Any], model_path: str | None = None) -> StageConfigError:
         """This error with its full path: ``stages.<stage>.factory_args.<knob>``, or ``--weights``
         for a ``model_path`` the runtime injected (the stage's factory_args do not set it)."""
+        value = self.value
         if self.knob == "model_path" and "model_path" not in factory_args:
             path = "--weights"
+            value = model_path if value is None else value
         else:
             path = f"stages.{stage}.factory_args.{self.knob}"
-        return StageConfigError(self.knob, self.value, self.rule, self.fix, path=path)
+        return StageConfigError(self.knob, value, self.rule, self.fix, path=path)
 
     def summary(self) -> str:
         return f"{self.path} = {quote_value(self.value)}: {self.rule}"

@@ -77,7 +77,7 @@ def build_stages(topology: CompiledTopology, instance: ProcessInstance, options:
         built.shutdown()
         if stage_name is None:  # not from a factory: a bug in the runtime, keep its traceback
             raise StageBuildError(None, traceback.format_exc()) from None
-        raise StageBuildError(stage_name, "", exc.at(stage_name, topology.stage(stage_name).factory_args)) from None
+        raise StageBuildError(stage_name, "", exc.at(stage_name, topology.stage(stage_name).factory_args, options.model_path)) from None
     except BaseException:
         built.shutdown()
         raise StageBuildError(stage_name, traceback.format_exc()) from None
