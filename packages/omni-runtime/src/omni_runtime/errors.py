@@ -61,7 +61,9 @@ class StageConfigError(ValueError):
     that raises anything else is at fault itself: its traceback is shown and ``omni`` exits 2.
     """
 
-    def __init__(self, knob: str, value: Any, rule: str, fix: str, *, path: str | None = None) -> None:
+    def __init__(self, knob: str, value: Any, rule: str, fix: str, *, path: str | None = None, more: tuple[StageConfigError, ...] = ()) -> None:
+        self.more = tuple(more)
+        """Further independent problems found in the same check (every one is reported at once)."""
         self.knob = knob
         self.value = value
         self.rule = rule
@@ -79,7 +81,13 @@ class StageConfigError(ValueError):
             value = model_path if value is None else value
         else:
             path = f"stages.{stage}.factory_args.{self.knob}"
-        return StageConfigError(self.knob, value, self.rule, self.fix, path=path)
+        more = tuple(other.at(stage, factory_args, model_path) for other in self.more)
+        return StageConfigError(self.knob, value, self.rule, self.fix, path=path, more=more)
+
+    @property
+    def issues(self) -> tuple[StageConfigError, ...]:
+        """This problem and every further one (``more``), each with its own path, value, rule and fix."""
+        return (self, *self.more)
 
     def summary(self) -> str:
         return f"{self.path} = {quote_value(self.value)}: {self.rule}"
@@ -89,11 +97,12 @@ class StageConfigError(ValueError):
         value = self.value if isinstance(self.value, (str, int, float, bool, type(None))) else quote_value(self.value)
         if isinstance(value, str) and len(value) > 4 * MAX_VALUE_CHARS:
             value = value[: 4 * MAX_VALUE_CHARS]
-        return {"knob": self.knob, "value": value, "rule": self.rule, "fix": self.fix, "path": self.path}
+        return {"knob": self.knob, "value": value, "rule": self.rule, "fix": self.fix, "path": self.path, "more": [m.to_dict() for m in self.more]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StageConfigError:
-        return cls(str(data.get("knob", "")), data.get("value"), str(data.get("rule", "")), str(data.get("fix", "")), path=str(data.get("path") or "") or None)
+        more = tuple(cls.from_dict(m) for m in data.get("more") or () if isinstance(m, dict))
+        return cls(str(data.get("knob", "")), data.get("value"), str(data.get("rule", "")), str(data.get("fix", "")), path=str(data.get("path") or "") or None, more=more)
 
 
 class RequestFailed(RuntimeFailure):

@@ -46,8 +46,7 @@ def known_error_text(exc: BaseException) -> str:
     if isinstance(exc, ConfigError):
         return exc.render()
     if isinstance(exc, StartupError) and exc.config is not None:
-        bad = exc.config
-        return ConfigError([ConfigIssue(path=bad.path, rule=bad.rule, fix=bad.fix, value=bad.value)]).render()
+        return ConfigError([ConfigIssue(path=bad.path, rule=bad.rule, fix=bad.fix, value=bad.value) for bad in exc.config.issues]).render()
     if isinstance(exc, StartupError):
         return "error: " + exc.render()
     if isinstance(exc, RequestFailed) and getattr(exc, "kind", None) == "invalid_request":
