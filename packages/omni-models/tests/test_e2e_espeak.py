@@ -56,3 +56,16 @@ def test_synthesize_in_a_split_topology_writes_the_same_utterance(tmp_path: Path
 
     source = sum(get_engine().synthesize(s).pcm.shape[0] for s in prepare(TEXT).sentences)
     assert abs(_check_wav(tmp_path / "split.wav") - source / 22_050) < 0.02 * source / 22_050
+
+
+@pytest.mark.parametrize("command", [["synthesize", "hello", "-o", "x.wav"], ["serve", "--port", "0"]])
+def test_a_voice_espeak_does_not_have_is_a_user_error(command: list[str], tmp_path: Path) -> None:
+    """The type check before start cannot know which voices are installed; the factory can: one
+    error with the path, the value, the rule and the fix, exit 1, no worker traceback (issue 21)."""
+    result = omni(*command, "--device", "cpu", "--stages.tts_engine.factory_args.default_voice", "xx-nope", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    err = result.stderr
+    assert "error: stages.tts_engine.factory_args.default_voice = 'xx-nope'" in err
+    assert "rule: the voice must be installed with espeak-ng" in err and "fix:  use an espeak-ng voice name such as 'en-us'" in err
+    assert err.count("error:") == 1 and "Traceback" not in err
+    assert not (tmp_path / "x.wav").exists()

@@ -19,7 +19,7 @@ from omni_models.espeak import stages
 from omni_models.espeak.config import EspeakConfig
 from omni_models.espeak.engine import UnknownVoiceError, get_engine
 from omni_models.espeak.resample import resample
-from omni_runtime import StagePayload
+from omni_runtime import StageConfigError, StagePayload
 
 
 @dataclass
@@ -185,8 +185,9 @@ def test_engine_without_preprocessed_payload_names_the_edge() -> None:
 
 
 def test_bad_default_voice_fails_at_build_time() -> None:
-    with pytest.raises(UnknownVoiceError):
+    with pytest.raises(StageConfigError, match="not an espeak-ng voice|must be installed with espeak-ng") as info:
         stages.build_tts_engine(default_voice="nope")
+    assert (info.value.knob, info.value.value) == ("default_voice", "nope")  # a user's value: reported with its path, exit 1
 
 
 def test_cancelled_request_stops_synthesising() -> None:

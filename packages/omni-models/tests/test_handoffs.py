@@ -12,6 +12,7 @@ import torch
 from helpers import FakeCtx, StagePayload, build_stages, synthesize
 
 from omni_models.common.queue import HandoffError
+from omni_runtime.errors import StageConfigError
 
 EDGE_MESSAGE = "the handoff preprocessing -> tts_engine is process-local; keep both stages in one process"
 
@@ -174,10 +175,15 @@ def test_moss_split_codec_placement():
     assert codec_placement(None, "cuda:1") == "cpu"
     assert codec_placement("cuda:0", None) == "cuda:0"
     if torch.cuda.device_count() < 2:
-        with pytest.raises(ValueError, match="codec_device 'cuda:1' does not exist"):
+        with pytest.raises(StageConfigError, match="codec_device 'cuda:1' does not exist") as info:
             codec_placement("cuda:0", "cuda:1")
+        # the user's value, reported as stages.<stage>.factory_args.codec_device (exit 1), never a traceback
+        assert (info.value.knob, info.value.value) == ("codec_device", "cuda:1") and "--device cpu" in info.value.fix
     else:
         assert codec_placement("cuda:0", "cuda:1") == "cuda:1"
+    with pytest.raises(StageConfigError, match="must be a torch device") as info:
+        codec_placement("cuda:0", "gpu one")
+    assert info.value.issues[0].knob == "codec_device"
 
 
 @pytest.mark.parametrize("folder", ["qwen3_tts", "fun_cosyvoice3"])

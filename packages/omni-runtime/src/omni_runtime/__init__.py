@@ -25,7 +25,8 @@ Also: ``Runtime(..., stage_threads=64)``, ``rt.instance_pids()``,
 stage raised ``InvalidRequest(message, param=...)`` for a client mistake, ``process_died``, ``cancelled``, ``shutdown``,
 ``unavailable``), ``RequestCancelled`` and ``RuntimeNotRunning``, all subclasses of
 ``omni_runtime.errors.RuntimeFailure``. ``Runtime`` also accepts a ``PipelineConfig``
-(compiled once in the constructor). ``Runtime(..., shm_budget_bytes=1<<30, send_timeout=30.0)``:
+(compiled once in the constructor). A factory refuses a bad argument with
+``StageConfigError(knob, value, rule, fix)``: ``start`` raises ``StartupError`` with ``.config`` set, no traceback. ``Runtime(..., shm_budget_bytes=1<<30, send_timeout=30.0)``:
 per-process shared-memory budget, bound on the parent's admission send.
 
 Behaviour choices: TP stages run one process per rank, the ranks form one torch.distributed
@@ -38,7 +39,7 @@ need ``if __name__ == "__main__":`` (workers use the ``spawn`` start method).
 from typing import TYPE_CHECKING, Any
 
 from .context import StageContext
-from .errors import InvalidRequest, RequestCancelled, RequestFailed, RuntimeFailure, RuntimeNotRunning, StartupError
+from .errors import InvalidRequest, RequestCancelled, RequestFailed, RuntimeFailure, RuntimeNotRunning, StageConfigError, StartupError
 from .payload import StagePayload
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ __all__ = [
     "Runtime",
     "RuntimeFailure",
     "RuntimeNotRunning",
+    "StageConfigError",
     "StageContext",
     "StagePayload",
     "StartupError",

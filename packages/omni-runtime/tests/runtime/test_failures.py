@@ -105,6 +105,27 @@ def test_factory_error_is_a_startup_error_naming_stage_and_process(loop_thread: 
     assert rt.health()["healthy"] is False
 
 
+def test_a_refused_factory_argument_is_a_startup_error_with_its_path_and_no_traceback(loop_thread: LoopThread):
+    rt = Runtime(single_topology(f"{B}:build_refuses", factory_args={"threads": 999}), device="cpu", log=lambda _m: None)
+    with pytest.raises(StartupError) as info:
+        loop_thread.run(rt.start(), timeout=180)
+    error = info.value
+    assert error.config is not None and error.traceback == ""
+    assert [(i.path, i.value, i.rule, i.fix) for i in error.config.issues] == [
+        ("stages.only.factory_args.threads", 999, "more threads than this machine has", "set threads to 8 or fewer"),
+        ("stages.only.factory_args.threads", 999, "a second, independent problem", "also fix it"),
+    ]
+    assert str(error) == "stage only (process solo) failed to start: stages.only.factory_args.threads = 999: more threads than this machine has"
+
+
+def test_a_refused_model_path_names_the_weights_flag_and_its_value(loop_thread: LoopThread):
+    rt = Runtime(single_topology(f"{B}:build_refuses"), device="cpu", model_path="/data/ckpt", log=lambda _m: None)
+    with pytest.raises(StartupError) as info:
+        loop_thread.run(rt.start(), timeout=180)
+    assert info.value.config is not None
+    assert (info.value.config.path, info.value.config.value) == ("--weights", "/data/ckpt")
+
+
 def test_missing_factory_module_is_a_startup_error(loop_thread: LoopThread):
     rt = Runtime(single_topology("runtime_stages.no_such_module:build"), device="cpu", log=lambda _m: None)
     with pytest.raises(StartupError) as info:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from omni_runtime import StagePayload
+from omni_runtime import StageConfigError, StagePayload
 
 
 def build_ok():
@@ -16,6 +16,14 @@ def build_ok():
 
 def build_fails(path: str = "/nonexistent/weights"):
     raise RuntimeError(f"cannot load weights from {path}")
+
+
+def build_refuses(model_path: str | None = None, threads: int = 1):
+    """Refuses its arguments as a factory does when only the build can judge them."""
+    if model_path is not None:
+        raise StageConfigError("model_path", None, "the directory holds no weights file", "pass the checkpoint directory with --weights")
+    raise StageConfigError("threads", threads, "more threads than this machine has", "set threads to 8 or fewer",
+                           more=(StageConfigError("threads", threads, "a second, independent problem", "also fix it"),))
 
 
 def build_hangs(seconds: float = 120.0):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from omni_runtime.errors import InvalidRequest
+from omni_runtime.errors import InvalidRequest, StageConfigError
 from omni_runtime.payload import StagePayload
 
 SECONDS_PER_CHAR = 0.01
@@ -116,6 +116,9 @@ class SineVocoder:
 
 def build_sine_vocoder(stage_name: str, sample_rate: int = 16000, chunk_seconds: float = 0.05) -> SineVocoder:
     _record_pid(stage_name)
+    if chunk_seconds * sample_rate < 1:  # judged from two values together, when the stage builds
+        raise StageConfigError("chunk_seconds", chunk_seconds, f"a chunk must hold at least one sample at {sample_rate} Hz",
+                               f"set chunk_seconds to {1 / sample_rate:g} or more")
     return SineVocoder(sample_rate, chunk_seconds)
 
 

@@ -105,6 +105,18 @@ def test_startup_failure_shows_stage_process_and_traceback(command, tmp_path):
     assert not (tmp_path / "unused.wav").exists()
 
 
+@pytest.mark.parametrize("command", [["synthesize", "hello", "-o", "unused.wav"], ["serve", "--port", "0"]])
+def test_a_factory_refusing_its_argument_is_a_user_error_without_traceback(command, tmp_path):
+    """A value only the build can judge (StageConfigError): the path, the value, the rule and the fix, exit 1."""
+    result = run_omni(*command, "--config", str(PIPELINE), "--stages.vocoder.factory_args.chunk_seconds", "0.00001", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    err = result.stderr
+    assert "error: stages.vocoder.factory_args.chunk_seconds = 1e-05" in err
+    assert "rule: a chunk must hold at least one sample at 16000 Hz" in err and "fix:  set chunk_seconds to 6.25e-05 or more" in err
+    assert err.count("error:") == 1 and "Traceback" not in err
+    assert not (tmp_path / "unused.wav").exists()
+
+
 @pytest.mark.parametrize("extra", [["--processes.vocoder.num_replicas", "2"], ["--stages.vocoder.process", "frontend"]])
 def test_topology_equals_omni_compile_show(extra, capsys):
     for fmt in ("text", "json"):

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from omni_runtime.errors import StageConfigError
+
 from .ar import ARConfig, ARModel
 from .codec import CodecConfig, CodecDecoder, CodecEncoder, ResidualVQ
 from .parallel import Shard, process_shard
@@ -58,10 +60,14 @@ class Loader:
 
     def __post_init__(self) -> None:
         if self.load_format not in LOAD_FORMATS:
-            raise ValueError(f"load_format {self.load_format!r} is not supported; use one of: {', '.join(LOAD_FORMATS)}")
+            raise StageConfigError("load_format", self.load_format, f"load_format {self.load_format!r} is not supported; use one of: {', '.join(LOAD_FORMATS)}",
+                                   "set load_format to 'dummy' (seeded random weights) or 'safetensors' (with --weights DIR)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}")  # noqa: TRY004 - a config value: reported like every other config error
-        torch.device(self.device)  # rejects a malformed device string early
+            raise StageConfigError("seed", self.seed, f"seed must be an integer, got {self.seed!r}", "set seed to a whole number such as 1234")
+        try:
+            torch.device(self.device)  # rejects a malformed device string early
+        except (RuntimeError, TypeError):
+            raise StageConfigError("device", self.device, "the device must be a torch device such as 'cpu' or 'cuda:0'", "use --device cpu or --device cuda") from None
 
     @classmethod
     def create(cls, load_format: str, model_path: str | None, seed: int, device: str | None, num_threads: int | None = 1) -> Loader:
@@ -69,7 +75,8 @@ class Loader:
         matmuls per step, which are several times slower when split across busy cores."""
         if num_threads is not None:
             if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-                raise ValueError(f"num_threads must be a positive integer or null, got {num_threads!r}")
+                raise StageConfigError("num_threads", num_threads, f"num_threads must be a positive integer or null, got {num_threads!r}",
+                                       "set num_threads to 1 or more, or null to keep torch's default")
             torch.set_num_threads(num_threads)
         path = None if load_format == "dummy" else model_path
         return cls(load_format, None if path is None else str(path), seed, resolve_device(device))

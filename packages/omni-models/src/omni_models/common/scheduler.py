@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+from omni_runtime.errors import StageConfigError
+
 from .ar import ARModel
 from .batch import DecodeBatch
 from .limits import GenerationLimits
@@ -46,13 +48,26 @@ DEFAULT_MAX_BATCH_SIZE = 32
 SWITCH_INTERVAL_S = 0.0002
 
 
-class BatchKnobError(ValueError):
-    """A deployment knob of the engine (``factory_args``) has a value it cannot use."""
+class BatchKnobError(StageConfigError):
+    """A deployment knob of the engine (``factory_args``) has a value it cannot use (every one at once).
+
+    ``max_batch_tokens`` below the model's context can only be judged when the model is built,
+    so this is a :class:`~omni_runtime.errors.StageConfigError`: exit 1, path, value, rule, fix."""
+
+    def __init__(self, stage: str, problems: list[StageConfigError]) -> None:
+        first, *more = problems
+        super().__init__(first.knob, first.value, first.rule, first.fix, more=tuple(more))
+        self.message = f"stage {stage}: " + "\n".join(
+            f"factory_args.{p.knob}: {p.value!r} is not allowed\n  rule: {p.rule}\n  fix:  {p.fix}" for p in problems
+        )
+
+    def __str__(self) -> str:
+        return self.message
 
 
-def _knob_problem(name: str, value: Any, low: int, meaning: str, fix: str) -> str | None:
+def _knob_problem(name: str, value: Any, low: int, meaning: str, fix: str) -> StageConfigError | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        return f"factory_args.{name}: {value!r} is not allowed\n  rule: {meaning}; an integer >= {low}\n  fix:  {fix}"
+        return StageConfigError(name, value, f"{meaning}; an integer >= {low}", fix)
     return None
 
 
@@ -82,7 +97,7 @@ class BatchLimits:
             )
         found = [p for p in problems if p]
         if found:
-            raise BatchKnobError(f"stage {stage}: " + "\n".join(found))
+            raise BatchKnobError(stage, found)
 
 
 class _End:

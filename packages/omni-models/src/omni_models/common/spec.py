@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 import torch
 
+from omni_runtime.errors import StageConfigError
+
 from .ar import ARConfig
 from .audio import VOICES
 from .codec import CodecConfig
@@ -76,13 +78,17 @@ class VocoderKnobs(LoaderKnobs):
         another CUDA device (MOSS-TTS Local's split placement). ``--device cpu`` keeps the CPU."""
         if self.codec_device is None or device is None or device == "cpu":
             return device or "cpu"
-        target = torch.device(self.codec_device)
+        try:
+            target = torch.device(self.codec_device)
+        except (RuntimeError, TypeError):
+            raise StageConfigError("codec_device", self.codec_device, f"{model}: codec_device must be a torch device such as 'cuda:1' or 'cpu'",
+                                   "write the device as 'cuda:N' or 'cpu', or null for the stage's own device") from None
         if target.type == "cuda":
             count = torch.cuda.device_count()
             if (target.index or 0) >= count:
-                raise ValueError(
-                    f"{model}: codec_device {self.codec_device!r} does not exist ({count} CUDA device(s) visible); "
-                    "give the machine a second GPU, set factory_args.codec_device to an existing device, or run with --device cpu"
+                raise StageConfigError(
+                    "codec_device", self.codec_device, f"{model}: codec_device {self.codec_device!r} does not exist ({count} CUDA device(s) visible)",
+                    "give the machine a second GPU, set factory_args.codec_device to an existing device, or run with --device cpu",
                 )
         return str(target)
 

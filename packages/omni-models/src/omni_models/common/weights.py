@@ -16,19 +16,16 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from .checkpoint_error import CheckpointError
 from .parallel import Shard, full_shape, read_shard, shard_specs
 from .sampling import stable_seed
 
 LOAD_FORMATS = ("dummy", "safetensors")
 DEFAULT_SEED = 1234
-
-
-class CheckpointError(ValueError):
-    """A checkpoint directory that does not fit the model (missing, unexpected or misshapen)."""
 
 
 def init_dummy(module: nn.Module, seed: int) -> nn.Module:
@@ -61,16 +58,17 @@ def init_dummy(module: nn.Module, seed: int) -> nn.Module:
 
 def _checkpoint_files(model_path: str | Path | None) -> list[Path]:
     if model_path is None:
-        raise CheckpointError("load_format 'safetensors' needs model_path: the directory holding the checkpoint's *.safetensors files")
+        raise CheckpointError("load_format 'safetensors' needs model_path: the directory holding the checkpoint's *.safetensors files",
+                              fix="pass the checkpoint directory with --weights DIR, or use load_format 'dummy'")
     root = Path(model_path)
     if not root.is_dir():
         raise CheckpointError(
-            f"model_path {str(root)!r} is not a directory; with load_format 'safetensors' pass a local checkpoint "
-            "directory (real checkpoints cannot be downloaded here), or use load_format 'dummy'"
+            f"model_path {str(root)!r} is not a directory", root,
+            "with load_format 'safetensors' pass a local checkpoint directory (real checkpoints cannot be downloaded here), or use load_format 'dummy'",
         )
     files = sorted(root.glob("*.safetensors"))
     if not files:
-        raise CheckpointError(f"model_path {str(root)!r} holds no *.safetensors file")
+        raise CheckpointError(f"model_path {str(root)!r} holds no *.safetensors file", root)
     return files
 
 
@@ -85,7 +83,12 @@ def load_safetensors(module: nn.Module, model_path: str | Path | None, component
     found: dict[str, torch.Tensor] = {}
     shapes: dict[str, tuple[int, ...]] = {}
     for path in _checkpoint_files(model_path):
-        with safe_open(str(path), framework="pt") as handle:
+        try:
+            opened = safe_open(str(path), framework="pt")
+        except (SafetensorError, OSError) as exc:
+            raise CheckpointError(f"{path.name} in {str(model_path)!r} is not a readable safetensors file ({exc})", model_path,
+                                  f"replace {path.name} with an intact copy (python -m omni_models.export writes one), or remove it") from None
+        with opened as handle:
             for key in handle.keys():  # noqa: SIM118 - safe_open is not a dict
                 if key.startswith(prefix):
                     name = key[len(prefix) :]
@@ -103,7 +106,8 @@ def load_safetensors(module: nn.Module, model_path: str | Path | None, component
     for k in wrong[:5]:
         problems.append(f"{prefix}{k} has shape {shapes[k]}, the model expects {expected[k]}")
     if problems:
-        raise CheckpointError(f"checkpoint {str(model_path)!r} does not fit component {component!r}: " + "; ".join(problems))
+        raise CheckpointError(f"checkpoint {str(model_path)!r} does not fit component {component!r}: " + "; ".join(problems), model_path,
+                              "use the checkpoint written for this model (python -m omni_models.export), or use load_format 'dummy'")
     module.load_state_dict(found, strict=True)
     module.checkpoint_bytes_read = sum(t.numel() * t.element_size() for t in found.values())
     return module

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from omni_runtime import InvalidRequest, StageContext, StagePayload
+from omni_runtime import InvalidRequest, StageConfigError, StageContext, StagePayload
 
-from .engine import RATE_NORMAL, EspeakEngine, get_engine
+from .engine import RATE_NORMAL, EspeakEngine, UnknownVoiceError, get_engine
 from .level import LevelNormalizer
 from .normalize import prepare
 from .resample import StreamingResampler
@@ -153,14 +153,22 @@ class Vocoder:
 
 def build_preprocessing(max_sentence_chars: int = 300) -> Preprocessing:
     if max_sentence_chars < 20:
-        raise ValueError(f"factory_args.max_sentence_chars={max_sentence_chars} is too small; use at least 20")
+        raise StageConfigError("max_sentence_chars", max_sentence_chars, "a sentence piece must hold at least 20 characters", "set it to 20 or more (300 is the default)")
     return Preprocessing(max_sentence_chars)
 
 
 def build_tts_engine(default_voice: str = "en-us", words_per_minute: int = RATE_NORMAL) -> TtsEngine:
     engine = get_engine()
     # Select the default voice now, so a wrong factory argument fails at startup, not per request.
-    engine.synthesize("", voice=default_voice)
+    try:
+        engine.synthesize("", voice=default_voice)
+    except UnknownVoiceError:
+        raise StageConfigError(
+            "default_voice",
+            default_voice,
+            "the voice must be installed with espeak-ng (its voice data comes with espeakng-loader)",
+            "use an espeak-ng voice name such as 'en-us', 'en' (British), 'en-GB-x-rp' or 'en-us+f3' (a variant)",
+        ) from None
     return TtsEngine(engine, default_voice, words_per_minute)
 
 

@@ -27,7 +27,7 @@ from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits, St
 from omni_models.common.stages import AudioFormat, emit_codes, is_cancelled, require, with_data
 from omni_models.common.voice_cache import reference_artefacts, voice_fields
 from omni_models.common.weights import resolve_device
-from omni_runtime.errors import InvalidRequest
+from omni_runtime.errors import InvalidRequest, StageConfigError
 
 from .codec import CodecShape, receptive_frames
 from .engine import AUDIO_PLACEHOLDER, HiggsBatch, HiggsSamplingParams
@@ -246,7 +246,7 @@ def build_vocoder(
     exact = receptive_frames(codec.acoustic_decoder)
     for name, value in (("context_frames", context_frames), ("lookahead_frames", lookahead_frames)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ValueError(f"factory_args.{name}: {value!r} is not allowed; an integer >= 0 (or null: the decoder's receptive field, {exact})")
+            raise StageConfigError(name, value, f"an integer >= 0, or null (the decoder's receptive field, {exact} frames)", f"set {name} to 0 or more, or null")
     decoder = StreamingCodecDecoder(codec, exact if context_frames is None else context_frames)
     return HiggsVocoder(
         right_frames=exact if lookahead_frames is None else lookahead_frames, model=MODEL, stage="vocoder",

@@ -12,14 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from omni_models.common.checkpoint_error import CheckpointError as CommonCheckpointError
+
 from .layers import StackSpec
 
 VARIANTS = {"base": "Base", "custom_voice": "CustomVoice", "voice_design": "VoiceDesign"}
 TOKENIZER_TYPE = "qwen3_tts_tokenizer_12hz"
 
 
-class CheckpointError(ValueError):
-    """A checkpoint directory that cannot be served: one line per problem, each with its fix."""
+class CheckpointError(CommonCheckpointError):
+    """A checkpoint directory that cannot be served: one line per problem, each with its fix
+    (a :class:`~omni_runtime.errors.StageConfigError` on ``--weights``: exit 1, no traceback)."""
 
 
 def read_json(directory: Path, name: str) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Exit 1: a mistake in what the user passed, fixed by changing it: a flag or
 OMNI_* variable, a config file (unreadable, unsafe or invalid), an unknown model
-name, a port, an output path, or a request a stage refuses (an unknown voice,
+name, a port, an output path, a value a stage factory refuses when it builds
+(``StageConfigError``: a voice that is not installed, a GPU that is not there, a
+``--weights`` directory that does not fit), or a request a stage refuses (an unknown voice,
 text it cannot speak). Exit 2: a failure of the tool or the pipeline: a stage
 that fails to start or to run, invalid audio, out of memory. Anything else is a
 bug and keeps its traceback. (``omni-compile`` keeps its own documented codes.)
@@ -25,6 +27,8 @@ def known_error_exit(exc: BaseException) -> int | None:
         return 1
     if isinstance(exc, RequestFailed) and getattr(exc, "kind", None) == "invalid_request":
         return 1  # the stage's verdict on the request: an unknown voice, text it cannot speak
+    if isinstance(exc, StartupError) and exc.config is not None:
+        return 1  # a factory refused a factory_args value (or --weights): the user's to fix
     if isinstance(exc, (StartupError, RequestFailed, AudioError, MemoryError)):
         return 2
     return None
@@ -34,13 +38,15 @@ _FLAGS = {"voice": "--voice", "speed": "--speed", "input": "the text", "text": "
 
 
 def known_error_text(exc: BaseException) -> str:
-    from omni_config import ConfigError
+    from omni_config import ConfigError, ConfigIssue
 
     from ..errors import RequestFailed, StartupError
     from ..serving.audio import AudioError
 
     if isinstance(exc, ConfigError):
         return exc.render()
+    if isinstance(exc, StartupError) and exc.config is not None:
+        return ConfigError([ConfigIssue(path=bad.path, rule=bad.rule, fix=bad.fix, value=bad.value) for bad in exc.config.issues]).render()
     if isinstance(exc, StartupError):
         return "error: " + exc.render()
     if isinstance(exc, RequestFailed) and getattr(exc, "kind", None) == "invalid_request":

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import envelope as E
 from ..control import ControlSender
-from ..errors import RequestFailed, StartupError
+from ..errors import RequestFailed, StageConfigError, StartupError
 from ..launch import Backend, ExitInfo
 from ..routing import Router
 from ..supervision import READY, HeartbeatWatch, Instance, Supervisor
@@ -94,8 +94,12 @@ class ResultRouter:
             self.on_ready(h[E.SRC])
             return
         if kind == E.STARTUP_ERROR:
-            tb = msg.payload() if h.get(E.HAS_DATA) else ""
-            self.on_startup_error(h[E.SRC], h.get(E.STAGE) or None, tb)
+            report = msg.payload() if h.get(E.HAS_DATA) else ""
+            config = report.get("config") if isinstance(report, dict) else None
+            if isinstance(config, dict):  # a factory refused a value: the user's mistake, no traceback
+                self.on_startup_error(h[E.SRC], h.get(E.STAGE) or None, "", StageConfigError.from_dict(config))
+            else:
+                self.on_startup_error(h[E.SRC], h.get(E.STAGE) or None, report if isinstance(report, str) else "")
             return
         if kind == E.HEARTBEAT:
             msg.discard()
@@ -144,11 +148,11 @@ class ResultRouter:
         if all(state == READY for state in states) and self.startup is not None and not self.startup.done():
             self.startup.set_result(None)
 
-    def on_startup_error(self, name: str, stage: str | None, tb: str) -> None:
+    def on_startup_error(self, name: str, stage: str | None, tb: str, config: StageConfigError | None = None) -> None:
         assert self.supervisor is not None
-        self.supervisor.on_startup_error(name, stage, tb)
+        self.supervisor.on_startup_error(name, stage, config.summary() if config is not None else tb)
         if self.startup is not None and not self.startup.done():
-            self.startup.set_exception(StartupError(stage, name, tb))
+            self.startup.set_exception(StartupError.bad_value(stage, name, config) if config is not None else StartupError(stage, name, tb))
 
     # -- SIGTERM to one worker -------------------------------------------------
     def on_term(self, name: str) -> None:

@@ -4,7 +4,9 @@ The worker imports each factory, calls it with its ``factory_args`` plus the
 injected values its signature names, and resolves the stage object's calling
 convention once (:class:`StageAdapter`). Any failure, import errors included,
 becomes a :class:`StageBuildError` naming the stage, which the worker reports
-to the parent with the traceback instead of dying silently.
+to the parent with the traceback instead of dying silently. A factory that
+refuses one of its arguments (:class:`~omni_runtime.errors.StageConfigError`)
+is the user's mistake: the error carries it, with its full path, and no traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from omni_compiler.topology import CompiledTopology, ProcessInstance, StagePlacement
 
 from ..distributed.launch import join_for_instance
+from ..errors import StageConfigError
 from ..payload import StagePayload
 from ..routing import Router
 from .factory import Injection, import_dotted, injected_kwargs, resolve_device
@@ -31,10 +34,12 @@ log = logging.getLogger("omni.worker")
 class StageBuildError(Exception):
     """A stage (or the process setup before any stage) failed to build; ``tb`` is the formatted traceback."""
 
-    def __init__(self, stage: str | None, tb: str) -> None:
+    def __init__(self, stage: str | None, tb: str, config: StageConfigError | None = None) -> None:
         super().__init__(tb)
         self.stage = stage
         self.tb = tb
+        self.config = config
+        """The factory's verdict on a bad argument (path filled in); ``tb`` is then empty."""
 
 
 @dataclass
@@ -68,6 +73,11 @@ def build_stages(topology: CompiledTopology, instance: ProcessInstance, options:
             _build_stage(built, topology, instance, placement, options)
         stage_name = None
         _check_contract(built, topology, router)
+    except StageConfigError as exc:
+        built.shutdown()
+        if stage_name is None:  # not from a factory: a bug in the runtime, keep its traceback
+            raise StageBuildError(None, traceback.format_exc()) from None
+        raise StageBuildError(stage_name, "", exc.at(stage_name, topology.stage(stage_name).factory_args, options.model_path)) from None
     except BaseException:
         built.shutdown()
         raise StageBuildError(stage_name, traceback.format_exc()) from None

@@ -72,8 +72,13 @@ class Worker:
                 try:
                     self.stages = build_stages(self.topology, self.instance, self.options, self.router, self.run_spec)
                 except StageBuildError as exc:
-                    log.error("failed to start (stage %s):\n%s", exc.stage or "-", exc.tb.rstrip())
-                    await to_parent.send(E.header(E.STARTUP_ERROR, stage=exc.stage or "", src=self.name, has_data=True), exc.tb)
+                    if exc.config is not None:  # the user's value, not a fault: the parent reports it once, without a traceback
+                        log.debug("failed to start (stage %s): %s", exc.stage, exc.config.summary())
+                        report: Any = {"config": exc.config.to_dict()}
+                    else:
+                        log.error("failed to start (stage %s):\n%s", exc.stage or "-", exc.tb.rstrip())
+                        report = exc.tb
+                    await to_parent.send(E.header(E.STARTUP_ERROR, stage=exc.stage or "", src=self.name, has_data=True), report)
                     return
                 local = {p.stage: p for p in self.instance.stages}
                 self.forwarder = forwarder = Forwarder(self.name, self.router, local, self.stages.route_fns, self.plane, loop)
