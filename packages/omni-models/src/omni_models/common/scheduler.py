@@ -6,11 +6,17 @@ The runtime calls a sync stage's ``process`` once per request, each in a thread 
 chunks exactly as it would from a private generator, while one scheduler thread per engine
 runs the loop:
 
-1. admit waiting requests in arrival order while the batch has room (``max_batch_size``
-   requests, ``max_batch_tokens`` reserved cache positions) and prefill each into its slot;
+1. admit waiting requests while the batch has room (``max_batch_size`` requests,
+   ``max_batch_tokens`` reserved cache positions) and prefill them into their slots;
 2. drop requests that were cancelled, abandoned by their caller or are past their deadline;
 3. one batched step for everyone running; each frame goes to its request's stream, and a
    request that finished leaves the batch at once.
+
+The order is the stage's ``Schedule`` (``omni_models.common.playback``). ``deadline`` (the
+default) protects playback: streams are admitted before non-streamed requests, all admitted
+requests are prefilled in one forward, a stream that starts while the engine is busy gets a
+small first chunk and then chunks that ramp up, and non-streamed requests sit out steps while
+a stream is due. ``fifo`` admits in arrival order and prefills one request at a time.
 
 A request's output does not depend on who else is running (``omni_models.common.batch``), so
 batching changes throughput and latency, never audio.
@@ -39,6 +45,7 @@ import torch
 from .ar import ARModel
 from .batch import DecodeBatch
 from .limits import GenerationLimits
+from .playback import NOT_DUE, PlaybackClock, Schedule, ScheduleKnobError
 from .sampling import SamplingParams
 
 DEFAULT_MAX_BATCH_SIZE = 32
@@ -105,15 +112,36 @@ class FrameStream:
     ``AREngine`` does).
     """
 
-    def __init__(self, cancelled: Callable[[], bool], deadline: float | None, chunking: tuple[int, int] | None = None):
+    def __init__(self, cancelled: Callable[[], bool], deadline: float | None, chunking: tuple[int, int] | None = None, frame_rate: float | None = None):
         self._cancelled = cancelled
         self.deadline = deadline
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.streaming = chunking is not None
         self._target, self._size = chunking or (1, 1)
+        self._ramp = False
         self._held: list[list[int]] = []
         self._frames: list[list[int]] = []
         self.abandoned = False
         self.done = False
+        self.frame_rate = frame_rate
+        self.clock = PlaybackClock()
+        self.chunk_sizes: list[int] = []
+        """Frames in each group handed over so far (what the load-adaptive first chunk chose)."""
+
+    def start_small(self, first: int) -> None:
+        """Scheduler thread, at admission to a busy engine: a first chunk of ``first`` frames, then
+        chunks that double until they reach the stream's chunk size."""
+        if self.streaming and first < self._target:
+            self._target, self._ramp = first, True
+
+    def due(self, margin: float = 0.0) -> float:
+        """When this request's next frames are needed: a stream's arrival until it has its first
+        chunk, then (frame rate known) when its listener runs out of audio; ``NOT_DUE`` otherwise."""
+        if not self.streaming:
+            return NOT_DUE
+        if self.clock.started is None:
+            return self.clock.arrived
+        return self.clock.due() - margin if self.frame_rate else NOT_DUE
 
     def is_cancelled(self) -> bool:
         return self.abandoned or bool(self._cancelled())
@@ -125,14 +153,22 @@ class FrameStream:
         """Scheduler thread: hold the frame until its group is complete."""
         self._held.append(frame)
         if len(self._held) >= self._target:
-            self._queue.put(self._held)
-            self._held, self._target = [], self._size
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        n = len(self._held)
+        self.chunk_sizes.append(n)
+        self.clock.played(n / self.frame_rate if self.frame_rate else 0.0)
+        self._queue.put(self._held)
+        self._held = []
+        self._target = min(self._size, 2 * n) if self._ramp else self._size
+        self._ramp = self._ramp and self._target < self._size
 
     def _finish(self, error: BaseException | None = None) -> None:
         if not self.done:
             self.done = True
             if self._held and error is None:
-                self._queue.put(self._held)
+                self._hand_over()
             self._held = []
             self._queue.put(error if error is not None else _END)
 
@@ -183,10 +219,14 @@ def _describe(models: Any) -> str:
 class StepScheduler:
     """One model's running batch, driven by its own thread; ``submit`` from any thread."""
 
-    def __init__(self, model: ARModel, *, name: str = "engine", limits: BatchLimits | None = None, stage: str = "tts_engine"):
+    def __init__(self, model: ARModel, *, name: str = "engine", limits: BatchLimits | None = None, stage: str = "tts_engine", schedule: Schedule | None = None):
         if not isinstance(model, ARModel):
             raise TypeError(f"{name}: a scheduler batches one ARModel, got {_describe(model)}: build one engine per model (one model, one layout per batch)")
         self.limits = limits or BatchLimits()
+        self.schedule = schedule or Schedule()
+        problems = self.schedule.problems(stage)
+        if problems:
+            raise ScheduleKnobError(f"stage {stage}: " + "\n".join(problems))
         self.limits.check(model.config.max_seq_len, stage)
         self.name = name
         self.batch = DecodeBatch(model)
@@ -197,6 +237,10 @@ class StepScheduler:
         self._thread: threading.Thread | None = None
         self.steps = 0
         self.peak_batch = 0
+        self.prefills: list[int] = []
+        """Requests prefilled by each prefill forward, in order (the last 64)."""
+        self.sat_out = 0
+        """Row-steps non-streamed requests sat out while a stream was due."""
 
     @property
     def token_budget(self) -> int:
@@ -219,7 +263,7 @@ class StepScheduler:
         ``chunking`` groups the frames handed over (``FrameStream``)."""
         self.batch.check_prompt(prompt)
         span = self.batch.reserve(prompt.shape[1], limits)
-        stream = FrameStream(cancelled, deadline, chunking)
+        stream = FrameStream(cancelled, deadline, chunking, self.schedule.frame_rate)
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self.name}: the engine's scheduler is closed")
@@ -248,9 +292,10 @@ class StepScheduler:
                         self._cond.wait()
                     if self._closed:
                         break
+                    busy = bool(self.batch) or len(self._waiting) > 1
                     admitted = self._admit()
-                for waiting in admitted:
-                    self._join(waiting)
+                if admitted:
+                    self._prefill(admitted, busy)
                 self._drop_cancelled()
                 if self.batch:
                     self._step()
@@ -262,7 +307,11 @@ class StepScheduler:
         self.batch.clear()
 
     def _admit(self) -> list[_Waiting]:
-        """Waiting requests that fit now, in arrival order (the head waits rather than be overtaken)."""
+        """Waiting requests that fit now, the head first (it waits rather than be overtaken): in
+        arrival order under fifo; under deadline streams first (earliest arrival first), then
+        non-streamed requests."""
+        if self.schedule.deadline and len(self._waiting) > 1:
+            self._waiting = deque(sorted(self._waiting, key=lambda w: w.stream.due()))  # stable: ties keep arrival order
         admitted = []
         while self._waiting and len(self.batch) + len(admitted) < self.limits.max_batch_size:
             head = self._waiting[0]
@@ -276,12 +325,32 @@ class StepScheduler:
             admitted.append(head)
         return admitted
 
+    def _prefill(self, admitted: list[_Waiting], busy: bool) -> None:
+        """fifo: one forward per request; deadline: one forward for all of them (if it fails,
+        each is retried alone, so only a request that fails by itself fails)."""
+        if self.schedule.deadline:
+            if busy or len(admitted) > 1:
+                for waiting in admitted:
+                    waiting.stream.start_small(self.schedule.busy_first_chunk_frames)
+            if len(admitted) > 1:
+                try:
+                    self.batch.join_many([(w.stream, w.prompt, w.limits, w.params, w.generator) for w in admitted])
+                except Exception:  # noqa: BLE001 - fall back to one at a time to find the request that fails
+                    pass
+                else:
+                    self.prefills = [*self.prefills[-63:], len(admitted)]
+                    return
+        for waiting in admitted:
+            self._join(waiting)
+
     def _join(self, waiting: _Waiting) -> None:
         try:
             self.batch.join(waiting.stream, waiting.prompt, waiting.limits, waiting.params, waiting.generator)
         except Exception as exc:  # noqa: BLE001 - a failed prefill fails that request only
             self._reserved -= waiting.span
             waiting.stream._finish(exc)
+        else:
+            self.prefills = [*self.prefills[-63:], 1]
 
     def _leave(self, stream: FrameStream, error: BaseException | None = None) -> None:
         row = self.batch.rows.get(stream)
@@ -298,11 +367,25 @@ class StepScheduler:
             elif stream.deadline is not None and now >= stream.deadline:
                 self._leave(stream, TimeoutError(f"{self.name}: the request passed its deadline while generating"))
 
+    def _stepping(self) -> set[FrameStream] | None:
+        """Who steps now: everyone, except (deadline) non-streamed requests while a stream is due."""
+        if not self.schedule.deadline:
+            return None
+        now = time.monotonic()
+        margin = self.schedule.due_margin_s
+        streams = list(self.batch.rows)
+        if not any(s.due(margin) <= now for s in streams):
+            return None
+        due = {s for s in streams if s.streaming}
+        self.sat_out += len(streams) - len(due)
+        return due if len(due) < len(streams) else None
+
     def _step(self) -> None:
         self.peak_batch = max(self.peak_batch, len(self.batch))
-        spans = {stream: row.span for stream, row in self.batch.rows.items()}
+        only = self._stepping()
+        spans = {stream: row.span for stream, row in self.batch.rows.items() if only is None or stream in only}
         try:
-            results = self.batch.step()
+            results = self.batch.step(only)
         except Exception as exc:  # noqa: BLE001 - a failed step fails the requests in it, the engine goes on
             for stream, span in spans.items():
                 self.batch.leave(stream)

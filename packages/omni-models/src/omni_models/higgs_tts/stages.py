@@ -18,6 +18,7 @@ from omni_models.common.ar import ARConfig
 from omni_models.common.audio import VOICES as VOICES  # the preset voices omni serve lists (GET /v1/audio/voices)
 from omni_models.common.codec import CodecConfig
 from omni_models.common.components import Component, Loader, build_ar, build_codec_decoder, build_codec_encoder, build_rvq
+from omni_models.common.playback import Schedule
 from omni_models.common.preprocessing import ReferencePreprocessing
 from omni_models.common.request import TextRequest
 from omni_models.common.sampling import SamplingParams
@@ -91,21 +92,24 @@ def build_tts_engine(
     top_k: int = 50,
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
     max_batch_tokens: int | None = None,
+    scheduler: str = "deadline",
+    busy_first_chunk_frames: int = 1,
 ) -> TTSEngine:
     loader = Loader.create(load_format, model_path, seed, device, num_threads)
     return TTSEngine(
         AREngine(
             model_name=MODEL, model=loader.get(components(), "llm"), seed=seed, params=SamplingParams(temperature, top_k),
             chunk_frames=chunk_frames, first_chunk_frames=first_chunk_frames, batching=BatchLimits(max_batch_size, max_batch_tokens), stage="tts_engine",
+            schedule=Schedule(scheduler, busy_first_chunk_frames, frame_rate=CODEC.frame_rate),
         )
     )
 
 
-def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1, max_batch_size: int | None = None) -> CodecVocoder:
+def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1, max_batch_size: int | None = None, scheduler: str = "deadline") -> CodecVocoder:
     loader = Loader.create(load_format, model_path, seed, device, num_threads)
     quantizer = loader.get(components(), "audio_tokenizer.quantizer")
     return CodecVocoder(
-        max_batch_size=max_batch_size,
+        max_batch_size=max_batch_size, scheduler=scheduler,
         model=MODEL,
         stage="vocoder",
         frontend=lambda first_chunk: quantizer.decode,
