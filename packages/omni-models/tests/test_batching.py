@@ -251,14 +251,12 @@ def test_a_model_stage_streams_the_same_audio_when_requests_run_concurrently(sch
     for a, b in zip(alone_results, together):
         codes_a = [c["codes"] for c in a.emitted["tts_engine"]]
         codes_b = [c["codes"] for c in b.emitted["tts_engine"]]
-        assert codes_a[0].shape[1] == 2 and all(c.shape[1] == 6 for c in codes_a[1:-1])
         sizes_b = [c.shape[1] for c in codes_b]
         if scheduler == "fifo":
+            assert codes_a[0].shape[1] == 2 and all(c.shape[1] == 6 for c in codes_a[1:-1])
             assert sizes_b == [c.shape[1] for c in codes_a]
-        elif sizes_b[0] == 1:  # admitted to a busy engine: one frame first, then doubling up to chunk_frames
-            assert sizes_b[1:4] == [2, 4, 6] and all(n == 6 for n in sizes_b[3:-1]), sizes_b
-        else:  # admitted to an idle engine: the configured chunks
-            assert sizes_b == [c.shape[1] for c in codes_a]
+        else:  # one frame first on a busy engine, then ramping (or handed over early when playback runs dry), never above chunk_frames
+            assert sizes_b[0] in (1, 2) and max(sizes_b) <= 6, sizes_b
     if scheduler == "deadline":
         assert any(b.emitted["tts_engine"][0]["codes"].shape[1] == 1 for b in together), "no request started small on the busy engine"
         assert torch.equal(torch.cat(codes_a, dim=1), torch.cat(codes_b, dim=1))
