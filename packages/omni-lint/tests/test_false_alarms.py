@@ -3,7 +3,7 @@ every stage's factory sets for its own process. Each with the variant that is a 
 
 from __future__ import annotations
 
-from conftest import chain, pipeline_yaml, run_lint, write_tree
+from conftest import chain, codes, pipeline_yaml, run_lint, write_tree
 
 PIPE = pipeline_yaml("m", chain("m", ["preprocessing", "tts_engine"]))
 
@@ -120,3 +120,81 @@ def test_context_set_by_one_factory_and_read_by_another_stage_is_a_handoff(tmp_p
     report = _lint(tmp_path, {"m/stages.py": one_sided})
     assert [f.code for f in report.findings] == ["OL001"]
     assert "CONTEXT (m/stages.py:11) is written by stage preprocessing (m/stages.py:15)" in report.findings[0].message
+
+
+_CACHE_MODULE = """
+from pathlib import Path
+
+
+class SpeakerArtefacts:
+    '''Get-or-compute: a miss loads the artefacts from the voices folder, so no reader depends on a writer.'''
+
+    def __init__(self, folder, max_bytes=1 << 20):
+        self._items = {}
+        self._folder = Path(folder)
+        self._max_bytes = max_bytes
+
+    def get(self, key):
+        found = self._items.get(key)
+        if found is None:
+            found = (self._folder / key).read_bytes()[: self._max_bytes]
+            self._items[key] = found
+        return found
+
+    def put(self, key, value):
+        (self._folder / key).write_bytes(value)
+        self._items[key] = value
+
+
+class PreparedRegistry:
+    '''A real handoff: the reader takes what the writer stored and has no way to rebuild it.'''
+
+    def __init__(self, limit=64):
+        self._items = {}
+        self._limit = limit
+
+    def put(self, key, value):
+        if len(self._items) < self._limit:
+            self._items[key] = value
+
+    def take(self, key):
+        return self._items.pop(key)
+
+
+SPEAKERS = SpeakerArtefacts("/var/voices")
+PREPARED = PreparedRegistry()
+"""
+
+_CACHE_STAGES = """
+from .cache import PREPARED, SPEAKERS
+
+
+def build_audio_encoder():
+    def process(payload):
+        OBJECT.put(payload.request_id, payload.data)
+        return payload
+    return process
+
+
+def build_tts_engine():
+    def process(payload):
+        return OBJECT.VERB(payload.request_id)
+    return process
+"""
+
+
+def test_a_get_or_compute_cache_object_shared_by_two_stages_is_not_a_handoff(tmp_path):
+    """The speaker-artefact cache: one stage stores, another reads through a method that loads on a
+    miss (and reads its own configuration, a folder and a byte bound): no handoff."""
+    stages = _CACHE_STAGES.replace("OBJECT", "SPEAKERS").replace("VERB", "get")
+    write_tree(tmp_path, {"m/__init__.py": "", "m/cache.py": _CACHE_MODULE, "m/stages.py": stages,
+                          "m/pipeline.yaml": pipeline_yaml("m", chain("m", ["audio_encoder", "tts_engine"]))})
+    assert codes(run_lint(tmp_path)) == []
+
+
+def test_a_registry_object_with_configuration_is_still_a_handoff(tmp_path):
+    stages = _CACHE_STAGES.replace("OBJECT", "PREPARED").replace("VERB", "take")
+    write_tree(tmp_path, {"m/__init__.py": "", "m/cache.py": _CACHE_MODULE, "m/stages.py": stages,
+                          "m/pipeline.yaml": pipeline_yaml("m", chain("m", ["audio_encoder", "tts_engine"]))})
+    report = run_lint(tmp_path)
+    assert codes(report) == ["OL001"] and "PREPARED" in report.findings[0].message

@@ -45,6 +45,7 @@ class Analyzer:
         self._returns: dict[FuncKey, StateKey | None] = {}
         self._returns_busy: set[FuncKey] = set()
         self._effects: dict[FuncKey, frozenset[str]] = {}
+        self._mutable: dict[ClassKey, frozenset[str]] = {}
         self._self_aliases: dict[ClassKey, dict[str, StateKey]] = {}
         self._param_effects: dict[ParamKey, frozenset[str]] = {}
         self._param_verbs: dict[ParamKey, frozenset[str]] = {}
@@ -156,16 +157,43 @@ class Analyzer:
                 return None, True
             return self.project.member(target, literal), False
         if name in ("importlib.import_module", "import_module") and args and self.resolve_value(scope, call.func, guard) is None:
-            literal = _literal(args[0].value)
-            if literal is None:
-                return None, True
-            if literal.startswith("."):
-                level = len(literal) - len(literal.lstrip("."))
-                literal = resolve_relative(scope.module, level, literal[level:] or None)
-            if self.project.is_module(literal):
-                return ModuleSym(literal), False
-            return (None, True) if self.project.in_tree(literal) else None
+            return self._module_by_name(scope, args[0].value)
+        if name == "__import__" and args and self.resolve_name(scope, "__import__", guard) is None:
+            # ``__import__("a.b")`` runs a.b and returns ``a``; with a non-empty fromlist it returns a.b
+            fromlist = [arg for arg in call.args if arg.keyword is not None and arg.keyword.value == "fromlist"]
+            found = self._module_by_name(scope, args[0].value)
+            if found is None or found[0] is None or fromlist or len(args) >= 4:
+                return found
+            return ModuleSym(found[0].name.split(".")[0]), False  # type: ignore[union-attr]
+        if name == "sys.modules.get" and args and self._is_sys(scope, guard):
+            return self._module_by_name(scope, args[0].value)
         return None
+
+    def _is_sys(self, scope: Scope, guard: frozenset) -> bool:
+        """``sys`` here is the standard library's (imported from outside the tree)."""
+        binding = scope.module.imports.get("sys")
+        return self.resolve_name(scope, "sys", guard) is None and binding is not None and binding.module == "sys"
+
+    def modules_subscript(self, scope: Scope, node: cst.Subscript) -> tuple[Sym | None, bool] | None:
+        """``sys.modules["pkg.mod"]``: the module (a literal key) or unresolved (a computed one)."""
+        if dotted_name(node.value) != "sys.modules" or not self._is_sys(scope, frozenset()):
+            return None
+        if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
+            return None, True
+        return self._module_by_name(scope, node.slice[0].slice.value)  # type: ignore[attr-defined]
+
+    def _module_by_name(self, scope: Scope, expr: cst.BaseExpression) -> tuple[Sym | None, bool] | None:
+        """A module named by a string expression: found (literal), unresolved (computed, or a
+        literal naming a module of the tree that does not exist), or None (outside the tree)."""
+        literal = _literal(expr)
+        if literal is None:
+            return None, True
+        if literal.startswith("."):
+            level = len(literal) - len(literal.lstrip("."))
+            literal = resolve_relative(scope.module, level, literal[level:] or None)
+        if self.project.is_module(literal):
+            return ModuleSym(literal), False
+        return (None, True) if self.project.in_tree(literal) else None
 
     def returns_state(self, key: FuncKey) -> StateKey | None:
         """The module state a function returns as is (an accessor such as ``get_queue()``)."""
@@ -287,11 +315,40 @@ class Analyzer:
             return self._effects[key]
         self._effects[key] = frozenset()  # recursion guard
         facts = self.facts(key)
-        kinds = {"write" if access.kind == "rebind" else access.kind for access in facts.accesses if isinstance(access.key, SelfKey)}
+        func = self.project.function(key)
+        mutable = self._mutable_attributes(func.cls) if func is not None and func.cls is not None else None
+        kinds = {
+            "write" if access.kind == "rebind" else access.kind
+            for access in facts.accesses
+            if isinstance(access.key, SelfKey) and (mutable is None or access.key.attr in mutable)
+        }
         for callee in facts.self_calls:
             kinds |= self.method_effect(callee)
         self._effects[key] = frozenset(kinds)
         return self._effects[key]
+
+    def _mutable_attributes(self, cls: ClassKey) -> frozenset[str]:
+        """Attributes of ``self`` that some method of the class changes after construction.
+
+        The rest (a folder, a size limit, set once in ``__init__``) is configuration: reading it
+        says nothing about what another stage stored, so a get-or-compute method that also reads
+        its configuration stays a cache read, while a ``take`` that pops a stored item stays a
+        consuming read of a registry."""
+        cached = self._mutable.get(cls)
+        if cached is not None:
+            return cached
+        self._mutable[cls] = frozenset()  # recursion guard
+        names: set[str] = set()
+        for method in self.project.effective_methods(cls):
+            func = self.project.function(method)
+            constructor = func is not None and func.node.name.value == "__init__"
+            for access in self.facts(method).accesses:
+                if not isinstance(access.key, SelfKey):
+                    continue
+                if access.kind in ("write", "fill", "cache", "gfill") or (access.kind == "rebind" and not constructor):
+                    names.add(access.key.attr)
+        self._mutable[cls] = frozenset(names)
+        return self._mutable[cls]
 
     def call_effect(self, key: AccessKey, verb: str, reaches: set) -> tuple[str, ...]:
         if isinstance(key, (SelfKey, ParamKey)):

@@ -51,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-cache", action="store_true", help="analyse everything again and store nothing")
     parser.add_argument("--jobs", "-j", metavar="N", type=_jobs, help="worker processes (default: every core this process may use; 1: no workers)")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="warnings fail the run (exit 1): a call the analysis cannot follow (OL102) or any other incomplete "
+        "reach is an error, so a pre-commit hook never passes code omni-lint could not read in full "
+        "(also: strict = true in [tool.omni-lint])",
+    )
     parser.add_argument("--quiet", action="store_true", help="no summary line on stderr")
     parser.add_argument("--version", action="version", version=f"omni-lint {__version__}")
     return parser
@@ -82,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = load_settings(config)
         else:
             settings = load_settings(find_pyproject(Path.cwd()))
-        settings = settings.with_codes(args.select, args.ignore)
+        settings = settings.with_codes(args.select, args.ignore, strict=args.strict)
         paths = args.paths or [str(settings.base / p) for p in settings.paths] or ["."]
         from .cache import DEFAULT_DIR
         from .engine import lint

@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .bindings import assign_pairs, block_statements
 from .findings import Finding, Severity
 from .pipeline import DeclaredEdge, PipelineView, StageView
 from .project import FuncSym, Project
 from .pyeval import Evaluator, Frame, Record, Unknown
-from .scan import ClassKey, ModuleInfo
+from .scan import ClassKey, ModuleInfo, dotted_name
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class PyContract:
     label: str
 
 
+def is_contract_class(project: Project, key: ClassKey) -> bool:
+    """True when an ancestor, resolved to its qualified name, is a ``PipelineConfig``."""
+    return any(name.rpartition(".")[2] == "PipelineConfig" for name in project.qualified_ancestors(key))
+
+
 def contract_classes(project: Project, modules: list[ModuleInfo]) -> list[ClassKey]:
     """Classes of the folder's modules with a ``PipelineConfig`` base (directly or through the tree)."""
     found = []
@@ -57,16 +63,60 @@ def contract_classes(project: Project, modules: list[ModuleInfo]) -> list[ClassK
         for qualname, klass in module.classes.items():
             if "." in qualname:
                 continue
-            if any(name.rpartition(".")[2] == "PipelineConfig" for name in project.external_bases(klass.key)):
+            if is_contract_class(project, klass.key):
                 found.append(klass.key)
     return found
 
 
+def _looks_like_contract(module: ModuleInfo, klass: Any) -> str | None:
+    """Why a top-level class reads as a pipeline contract although no base resolves to
+    ``PipelineConfig`` (it is the module's ``EntryClass``, or it defines ``stages`` /
+    ``process_local_edges``), else None."""
+    name = klass.key.qualname
+    for statement in block_statements(module.parsed.module):
+        for target, value, _ in assign_pairs(statement):
+            if target == "EntryClass" and value is not None and dotted_name(value) == name:
+                return "it is the module's EntryClass"
+    if "process_local_edges" in klass.methods:
+        return "it defines process_local_edges()"
+    for statement in block_statements(klass.node.body):
+        for target, _, _ in assign_pairs(statement):
+            if target in ("stages", "process_local_edges"):
+                return f"it defines `{target}`"
+    return None
+
+
+def unreadable_lookalikes(project: Project, modules: list[ModuleInfo], display: Any) -> list[Finding]:
+    """OL005 for every class that looks like a contract but is not one omni-lint can read:
+    the check fails closed instead of reporting a clean run over a contract it never saw."""
+    findings = []
+    for module in modules:
+        for qualname, klass in module.classes.items():
+            if "." in qualname or is_contract_class(project, klass.key):
+                continue
+            why = _looks_like_contract(module, klass)
+            if why is None:
+                continue
+            bases = [" ".join(module.parsed.module.code_for_node(arg.value).split()) for arg in klass.node.bases]
+            resolved = sorted(set(project.qualified_ancestors(klass.key)))
+            shown = ", ".join(f"`{b}`" for b in bases) or "no base"
+            message = (
+                f"{qualname} ({display(module.parsed.path)}) looks like a pipeline contract ({why}), but its base "
+                f"{shown} does not resolve to a PipelineConfig (resolved ancestors: {', '.join(resolved) or 'none'}); "
+                f"its stages and handoffs are not checked. Import the base from the framework by its own name "
+                f"(or from a module of this tree that defines it), or keep the contract in pipeline YAML"
+            )
+            line, col = module.parsed.position(klass.node)
+            findings.append(Finding(str(module.parsed.path), line, col, "OL005", message, Severity.ERROR))
+    return findings
+
+
 def read_contracts(project: Project, modules: list[ModuleInfo], display: Any) -> tuple[list[PyContract], list[Finding]]:
-    """Every contract class as a :class:`PipelineView`, and OL005 findings for what cannot be read."""
+    """Every contract class as a :class:`PipelineView`, and OL005 findings for what cannot be read
+    (a value it cannot compute, or a class that looks like a contract but does not resolve to one)."""
     evaluator = Evaluator(project)
     contracts: list[PyContract] = []
-    findings: list[Finding] = []
+    findings: list[Finding] = unreadable_lookalikes(project, modules, display)
     for key in contract_classes(project, modules):
         module = project.module(key.module)
         klass = project.klass(key)

@@ -19,8 +19,12 @@ from pathlib import Path
 from .settings import DEFAULT_EXCLUDES
 
 PIPELINE_FILE = re.compile(r"^pipeline(_[A-Za-z0-9][A-Za-z0-9_\-]*)?\.yaml$")
-#: A class statement naming a base whose name ends in PipelineConfig (a contract written in Python).
-CONTRACT_CLASS = re.compile(rb"^class\s+\w+\s*\([^)]*PipelineConfig\b", re.MULTILINE)
+#: A class statement with bases: a contract written in Python is one (its base is resolved later,
+#: by qualified name, so an alias or a base defined in another module is not missed here).
+CONTRACT_CLASS = re.compile(rb"^class\s+\w+\s*\(", re.MULTILINE)
+#: Words a module holding a Python contract contains: the base, the stage record, the entry
+#: point or the contract method. A cheap byte pre-filter; the unit decides on the parsed code.
+CONTRACT_MARKERS = (b"PipelineConfig", b"StageConfig", b"EntryClass", b"process_local_edges")
 
 
 class DiscoveryError(Exception):
@@ -188,14 +192,14 @@ def discover(paths: list[Path], excluded: Callable[[Path], bool], problems: dict
 
 
 def contract_modules(folder: Path, names: list[str]) -> tuple[Path, ...]:
-    """The folder's ``.py`` files holding a class statement with a ``...PipelineConfig`` base."""
+    """The folder's ``.py`` files that may hold a contract class (a class statement and a contract word)."""
     from .source import read_regular
 
     found = []
     for name in names:
         if name.endswith(".py"):
             raw, _ = read_regular(folder / name)
-            if raw is not None and b"PipelineConfig" in raw and CONTRACT_CLASS.search(raw):
+            if raw is not None and any(marker in raw for marker in CONTRACT_MARKERS) and CONTRACT_CLASS.search(raw):
                 found.append(folder / name)
     return tuple(found)
 

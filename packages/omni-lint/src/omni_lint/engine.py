@@ -175,6 +175,12 @@ def _display(path: str, cwd: Path) -> str:
         return Path(path).as_posix()
 
 
+def _severity(code: str, settings: Settings) -> Severity:
+    """The rule's severity; under ``strict`` a warning (an incomplete reach) is an error."""
+    severity = RULES[code].severity
+    return Severity.ERROR if settings.strict and severity is Severity.WARNING else severity
+
+
 def _merge(results: list[dict[str, Any]], settings: Settings, cwd: Path, models: int, cached: int) -> LintReport:
     """Apply suppressions and settings to every unit's raw findings (as one run)."""
     from .unit import finding_from_json
@@ -227,5 +233,5 @@ def _merge(results: list[dict[str, Any]], settings: Settings, cwd: Path, models:
         if not suppression.used and any(settings.enabled(code) for code in suppression.codes) and settings.enabled("OL801"):
             message = f"suppression of {', '.join(suppression.codes)} matched no finding; remove it"
             kept.add(Finding(suppression.path, suppression.line, suppression.col, "OL801", message, Severity.INFO))
-    shown = {replace(f, path=_display(f.path, cwd), severity=RULES[f.code].severity) for f in kept}
+    shown = {replace(f, path=_display(f.path, cwd), severity=_severity(f.code, settings)) for f in kept}
     return LintReport(tuple(sorted(shown)), models, pipelines, len(comments), suppressed, cached)

@@ -381,6 +381,38 @@ class Project:
                         names.append(name)
         return names
 
+    def qualified_ancestors(self, cls: ClassKey) -> list[str]:
+        """Qualified dotted names of every ancestor of ``cls`` (not ``cls`` itself).
+
+        In-tree ancestors by ``module.qualname``; a base from outside the tree by the module it is
+        imported from (``from fw.config import PipelineConfig as PC`` -> ``fw.config.PipelineConfig``),
+        so an alias, a re-export or a base defined in another module names the same class."""
+        names: list[str] = []
+        for cls_key in self.mro(cls):
+            if cls_key != cls:
+                names.append(f"{cls_key.module}.{cls_key.qualname}")
+            klass = self.klass(cls_key)
+            module = self.module(cls_key.module)
+            if klass is None or module is None:
+                continue
+            for arg in klass.node.bases:
+                if isinstance(self.resolve_expr_at_module(module, arg.value), ClassSym):
+                    continue
+                name = dotted_name(arg.value)
+                if name:
+                    names.append(self.qualify_external(module, name))
+        return names
+
+    def qualify_external(self, info: ModuleInfo, name: str) -> str:
+        """``PC`` -> ``fw.config.PipelineConfig`` through the module's imports (else ``name``)."""
+        head, _, rest = name.partition(".")
+        binding = info.imports.get(head)
+        if binding is None:
+            return name
+        base = f"{binding.module}.{binding.attr}" if binding.attr else binding.module
+        base = base.lstrip(".")
+        return f"{base}.{rest}" if rest else base
+
     def resolve_target(self, dotted: str) -> tuple[Sym | None, str]:
         """A factory/merge_fn/route_fn path -> symbol, or None and the reason."""
         if ":" in dotted:

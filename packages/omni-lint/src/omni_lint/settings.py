@@ -26,7 +26,7 @@ from .rules import RULES
 #: Folders never searched for model folders (virtual envs, VCS and build output).
 DEFAULT_EXCLUDES = (".git", ".hg", ".venv", "venv", ".nox", ".tox", "node_modules", "__pycache__", "build", "dist", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 
-_KEYS = ("paths", "exclude", "select", "ignore")
+_KEYS = ("paths", "exclude", "select", "ignore", "strict")
 
 
 class SettingsError(Exception):
@@ -42,6 +42,9 @@ class Settings:
     #: Directory that relative ``paths`` and ``exclude`` patterns are relative to.
     base: Path = Path(".")
     source: Path | None = None
+    #: Warnings fail the run: an incomplete reach (a call the analysis cannot follow) is an
+    #: error, not advice, so a pre-commit hook never passes code it could not fully read.
+    strict: bool = False
 
     def enabled(self, code: str) -> bool:
         if self.select and not any(code.startswith(p) for p in self.select):
@@ -68,7 +71,7 @@ class Settings:
                     return True
         return False
 
-    def with_codes(self, select: tuple[str, ...] | None, ignore: tuple[str, ...] | None) -> Settings:
+    def with_codes(self, select: tuple[str, ...] | None, ignore: tuple[str, ...] | None, strict: bool = False) -> Settings:
         _check_codes(select or (), "--select", None)
         _check_codes(ignore or (), "--ignore", None)
         return Settings(
@@ -78,6 +81,7 @@ class Settings:
             ignore=self.ignore + (ignore or ()),
             base=self.base,
             source=self.source,
+            strict=self.strict or strict,
         )
 
 
@@ -107,9 +111,13 @@ def load_settings(pyproject: Path | None) -> Settings:
             match = difflib.get_close_matches(key, _KEYS, n=1)
             hint = f"did you mean {match[0]!r}?" if match else f"valid keys: {', '.join(_KEYS)}"
             raise SettingsError(f"{where}: unknown key {key!r}\n  fix:  {hint}")
-    values = {key: _string_list(data, key, where) for key in _KEYS if key in data}
+    values: dict[str, Any] = {key: _string_list(data, key, where) for key in _KEYS if key in data and key != "strict"}
     _check_codes(values.get("select", ()), "select", where)
     _check_codes(values.get("ignore", ()), "ignore", where)
+    if "strict" in data:
+        if not isinstance(data["strict"], bool):
+            raise SettingsError(f"{where}: strict = {data['strict']!r} must be true or false\n  fix:  strict = true")
+        values["strict"] = data["strict"]
     return Settings(base=pyproject.parent.resolve(), source=pyproject, **values)
 
 

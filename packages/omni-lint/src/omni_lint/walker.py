@@ -69,6 +69,8 @@ class FunctionWalker:
             self._name(node)  # type: ignore[arg-type]
         elif kind is cst.Call:
             self._call(node)  # type: ignore[arg-type]
+        elif kind is cst.Subscript:
+            self._modules_subscript(node)  # type: ignore[arg-type]
         elif kind is cst.Return and type(node.value) is cst.Name:  # type: ignore[attr-defined]
             self.return_names.add(node.value.value)  # type: ignore[attr-defined]
         return True
@@ -139,6 +141,15 @@ class FunctionWalker:
                 self._follow(sym, len(self.stack) - 1)
             elif unresolved:
                 self.unresolved.append(node)
+
+    def _modules_subscript(self, node: cst.Subscript) -> None:
+        dynamic = self.an.modules_subscript(self.scope, node)
+        if dynamic is not None:
+            sym, unresolved = dynamic
+            if sym is not None:
+                self._follow(sym, len(self.stack) - 1)
+            elif unresolved:
+                self.unresolved.append(node)  # type: ignore[arg-type]
 
     def _follow(self, sym: Sym, index: int) -> None:
         from_self = isinstance(sym, (InstanceSym, ClassSelfSym, SuperSym))

@@ -36,10 +36,10 @@ need ``if __name__ == "__main__":`` (workers use the ``spawn`` start method).
 
 from .context import StageContext
 from .errors import InvalidRequest, RequestCancelled, RequestFailed, RuntimeFailure, RuntimeNotRunning, StartupError
-from .handle import RequestHandle
+from .parent.handle import RequestHandle
+from .parent.runtime import Runtime
+from .parent.sync import SyncRuntime
 from .payload import StagePayload
-from .runtime import Runtime
-from .sync import SyncRuntime
 
 __version__ = "0.1.0"
 

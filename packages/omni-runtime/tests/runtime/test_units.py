@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from omni_runtime import RequestCancelled, StageContext, StagePayload
-from omni_runtime.channel import ChunkChannel
-from omni_runtime.factory import Injection, import_dotted, injected_kwargs, resolve_device
-from omni_runtime.stage import StageAdapter, as_payload
+from omni_runtime.worker.channel import ChunkChannel
+from omni_runtime.worker.factory import Injection, import_dotted, injected_kwargs, resolve_device
+from omni_runtime.worker.stage import StageAdapter, as_payload
 
 INJ = Injection(gpu_id=1, device="cuda:1", total_gpu_memory_fraction=0.2, process_total_gpu_memory_fraction=0.5,
                 stage_name="vocoder", model_path="/m", tp_rank=None, tp_size=1)

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import omni_runtime
-from omni_runtime import cli, output
-from omni_runtime.selection import DEPRECATED_MODEL_PATH
+from omni_runtime import cli
+from omni_runtime.cli import output
+from omni_runtime.cli.selection import DEPRECATED_MODEL_PATH
 from omni_runtime.serving.audio import AUDIO_FORMATS
 
 from .conftest import PIPELINE, run_omni

@@ -67,7 +67,7 @@ def _compile_all(args: argparse.Namespace, alts: Sequence[Alternative]) -> list[
     """Compile every topology first, so an invalid alternative fails before anything starts."""
     from omni_config import ConfigError, ConfigIssue, split_overrides
 
-    from ..selection import load_pipeline
+    from ..cli.selection import load_pipeline
 
     said: set[str] = set()
 
@@ -174,8 +174,8 @@ def _ms(value: float | None) -> str:
 
 
 async def _bench_topology(target: _Target, args: argparse.Namespace, plan: Plan, log: Callable[[str], None]) -> tuple[list[Row], dict[str, float | None]]:
-    from ..cli_args import backend_kwargs
-    from ..runtime import Runtime
+    from ..cli.args import backend_kwargs
+    from ..parent.runtime import Runtime
 
     runtime = Runtime(target.topology, device=target.device, startup_timeout=args.startup_timeout, model_path=target.weights, log=None, **backend_kwargs(args))
     name = target.alternative.name

@@ -62,8 +62,8 @@ def _alternative(text: str) -> Alternative:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``omni bench`` options (dotted overrides are split off by the ``omni`` CLI)."""
-    from ..cli_args import add_backend_args
-    from ..selection import add_pipeline_arguments
+    from ..cli.args import add_backend_args
+    from ..cli.selection import add_pipeline_arguments
 
     add_pipeline_arguments(parser)  # --model, --config, --weights, --device, --gpus: the words every omni command shares
     parser.add_argument("--requests", type=int, default=16, metavar="N", help="measured requests per topology and concurrency (default: %(default)s)")

@@ -176,8 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m omni_runtime.bench``: the same command without the ``omni`` front end."""
     from omni_config import ConfigError, ConfigFileError, split_overrides
 
+    from ..cli.selection import UserError
     from ..errors import StartupError
-    from ..selection import UserError
 
     rest, overrides = split_overrides(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(prog="omni bench", description="Measure a workload on the current topology and on alternatives, side by side.")

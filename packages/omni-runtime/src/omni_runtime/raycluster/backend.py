@@ -1,6 +1,6 @@
 """The parent's side of a run placed by Ray: launcher, node-aware plane, peer book.
 
-:class:`~omni_runtime.runtime.Runtime` holds one of these for
+:class:`~omni_runtime.parent.runtime.Runtime` holds one of these for
 ``backend="ray"`` and asks it for three things: the parent's plane (IPC on
 its node, TCP across), the launcher (one actor per instance), and what to do
 when an instance reports ready with the endpoint it listens on (tell every

@@ -11,8 +11,8 @@ import argparse
 import os
 from typing import Any
 
-from ..cli_args import positive_float
-from ..selection import UserError
+from ..cli.args import positive_float
+from ..cli.selection import UserError
 
 
 class EnvUsageError(UserError):

@@ -18,11 +18,11 @@ from typing import Any
 
 from omni_compiler.topology import CompiledTopology, ProcessInstance, StagePlacement
 
-from ..factory import Injection, import_dotted, injected_kwargs, resolve_device
 from ..payload import StagePayload
 from ..routing import Router
-from ..stage import StageAdapter
+from .factory import Injection, import_dotted, injected_kwargs, resolve_device
 from .options import WorkerOptions
+from .stage import StageAdapter
 
 log = logging.getLogger("omni.worker")
 

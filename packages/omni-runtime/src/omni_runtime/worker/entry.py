@@ -17,8 +17,9 @@ import threading
 
 from omni_compiler.topology import CompiledTopology
 
-from .. import logs, pdeath
+from .. import logs
 from ..launch.spec import WorkerLaunch
+from . import pdeath
 from .core import TERM_EARLY, Worker
 from .options import WorkerOptions
 

@@ -16,11 +16,11 @@ from typing import Any
 
 from .. import envelope as E
 from .. import logs
-from ..channel import ChunkChannel
 from ..context import StageContext
 from ..errors import InvalidRequest, RequestCancelled
 from ..payload import StagePayload
-from ..stage import as_payload
+from .channel import ChunkChannel
+from .stage import as_payload
 from .state import RequestState, WorkerState
 
 log = logging.getLogger("omni.worker")

@@ -18,10 +18,10 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from .. import envelope as E
-from ..channel import ChunkChannel
 from ..errors import RequestCancelled
 from ..flow import CreditReturn
 from ..payload import StagePayload
+from .channel import ChunkChannel
 from .state import RequestState, WorkerState
 
 log = logging.getLogger("omni.worker")

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from omni_compiler.topology import CompiledTopology, ProcessInstance, StagePlacement
 
-from ..channel import ChunkChannel
 from ..flow import CreditGate
 from ..payload import StagePayload
 from ..routing import Router
 from .build import BuiltStages
+from .channel import ChunkChannel
 from .options import WorkerOptions
 
 if TYPE_CHECKING:

@@ -22,16 +22,16 @@ from typing import Any
 
 from omni_compiler.topology import CompiledTopology
 
-from . import envelope as E
+from .. import envelope as E
+from ..errors import RequestFailed, StartupError
+from ..launch import Backend, LaunchedWorker, LocalBackend, WorkerLaunch
+from ..routing import ReplicaChooser, Router
+from ..supervision import READY, STARTING, Supervisor
+from ..worker import WorkerOptions
 from .admission import Admission
-from .errors import RequestFailed, StartupError
 from .handle import Inflight
-from .launch import Backend, LaunchedWorker, LocalBackend, WorkerLaunch
-from .parent_inbound import ParentInbound
-from .routing import ReplicaChooser, Router
-from .supervision import READY, STARTING, Supervisor
+from .inbound import ParentInbound
 from .sync import SyncRuntime
-from .worker import WorkerOptions
 
 log = logging.getLogger("omni.runtime")
 
@@ -144,14 +144,14 @@ class Runtime(Admission, ParentInbound):
         self._started = True
         from omni_compiler import render
 
-        from .plane import Plane
+        from ..plane import Plane
+        from ..transport import RunDir
         from .run_guard import RunGuard
-        from .transport import RunDir
 
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
         if not logging.getLogger().handlers:  # nobody set up logging: the runtime's events still show
-            from . import logs
+            from .. import logs
 
             logs.configure(self.options.log_level, self.options.log_format)
         self.log(render.table(self.topology))
@@ -165,7 +165,7 @@ class Runtime(Admission, ParentInbound):
                 self.log(f"omni: processes.<P>.ray of {', '.join(ignored)} is ignored by the local backend (it places on Ray with --backend ray)")
         try:
             if self.backend_name == "ray" and self.backend is None:
-                from .raycluster.backend import RayBackend, RayLaunchBackend
+                from ..raycluster.backend import RayBackend, RayLaunchBackend
 
                 self._ray = RayBackend(self.topology, self.options, lambda _worker: None, self.ray_address, self.send_timeout)
                 self._plane, launcher = await self._ray.open(run, self.startup_timeout)
@@ -344,7 +344,7 @@ class Runtime(Admission, ParentInbound):
         """``ipc`` (same node: sockets + shared memory) or ``tcp`` per pair of processes that talk."""
         if self._ray is not None:
             return self._ray.edge_transports()
-        from .raycluster.backend import instance_pairs
+        from ..raycluster.backend import instance_pairs
 
         return {pair: "ipc" for pair in instance_pairs(self.topology)}
 

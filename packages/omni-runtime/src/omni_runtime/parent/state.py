@@ -1,8 +1,8 @@
 """What the parent knows while it runs: its topology, its workers, and the requests in flight.
 
-:class:`~omni_runtime.runtime.Runtime` is assembled from its lifecycle
+:class:`~omni_runtime.parent.runtime.Runtime` is assembled from its lifecycle
 (:mod:`.runtime`), its admission of requests (:mod:`.admission`) and its
-handling of what workers send (:mod:`.parent_inbound`); the attributes they
+handling of what workers send (:mod:`.inbound`); the attributes they
 share are declared here once.
 """
 
@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from omni_compiler.topology import CompiledTopology
 
-from . import envelope as E
-from .errors import RequestFailed
+from .. import envelope as E
+from ..errors import RequestFailed
+from ..routing import ReplicaChooser, Router
+from ..supervision import READY, Supervisor
+from ..worker import WorkerOptions
 from .handle import END, Inflight
-from .routing import ReplicaChooser, Router
-from .supervision import READY, Supervisor
-from .worker import WorkerOptions
 
 if TYPE_CHECKING:
-    from .plane import Plane
+    from ..plane import Plane
 
 log = logging.getLogger("omni.runtime")
 

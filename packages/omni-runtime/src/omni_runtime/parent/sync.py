@@ -6,7 +6,7 @@ import asyncio
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .errors import RequestFailed
+from ..errors import RequestFailed
 
 if TYPE_CHECKING:
     from .runtime import Runtime

@@ -13,9 +13,9 @@ from .selection import UserError
 def known_error_exit(exc: BaseException) -> int | None:
     from omni_config import ConfigError, ConfigFileError
 
-    from .errors import RequestFailed, StartupError
-    from .serving.audio import AudioError
-    from .serving.server import BindError
+    from ..errors import RequestFailed, StartupError
+    from ..serving.audio import AudioError
+    from ..serving.server import BindError
 
     if isinstance(exc, (ConfigError, ConfigFileError, UserError, BindError)):
         return int(getattr(exc, "exit_code", 1))
@@ -27,8 +27,8 @@ def known_error_exit(exc: BaseException) -> int | None:
 def known_error_text(exc: BaseException) -> str:
     from omni_config import ConfigError
 
-    from .errors import RequestFailed, StartupError
-    from .serving.audio import AudioError
+    from ..errors import RequestFailed, StartupError
+    from ..serving.audio import AudioError
 
     if isinstance(exc, ConfigError):
         return exc.render()

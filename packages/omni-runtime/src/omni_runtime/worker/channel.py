@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from .errors import RequestCancelled
+from ..errors import RequestCancelled
 
 
 class _Done:

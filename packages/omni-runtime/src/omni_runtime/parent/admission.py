@@ -15,11 +15,11 @@ import time
 import uuid
 from typing import Any
 
-from . import envelope as E
-from .errors import Overloaded, RequestFailed, RuntimeNotRunning
+from .. import envelope as E
+from ..errors import Overloaded, RequestFailed, RuntimeNotRunning
+from ..supervision import DEAD, READY, STOPPED
 from .handle import Inflight, RequestHandle
-from .parent_state import ParentState
-from .supervision import DEAD, READY, STOPPED
+from .state import ParentState
 
 _DOWN = (DEAD, STOPPED)
 

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import RequestCancelled
-from .flow import CreditReturn
+from ..errors import RequestCancelled
+from ..flow import CreditReturn
 
 if TYPE_CHECKING:
     from .runtime import Runtime

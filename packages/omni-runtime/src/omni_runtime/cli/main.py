@@ -2,7 +2,7 @@
 
 Every subcommand resolves the pipeline the same way (``--config FILE``, else
 ``--model ID|FILE``, else the espeak reference pipeline; ``--weights DIR`` for a
-checkpoint; see :mod:`omni_runtime.selection`), applies dotted overrides
+checkpoint; see :mod:`omni_runtime.cli.selection`), applies dotted overrides
 (``--stages.vocoder.process vocoder``) and compiles once, so what ``omni
 topology`` prints is exactly what ``omni serve`` spawns.
 
@@ -23,8 +23,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .cli_args import add_backend_args, backend_kwargs, nonnegative_float, positive_float, positive_int
-from .cli_errors import known_error_exit, known_error_text
+from .args import add_backend_args, backend_kwargs, nonnegative_float, positive_float, positive_int
+from .errors import known_error_exit, known_error_text
 from .output import SUFFIX_FORMATS, output_format, stdout_reserved, write_atomic
 from .selection import DEFAULT_MODEL, Pipeline, UserError, add_pipeline_arguments, load_pipeline
 
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     if getattr(args, "log_level", None):
-        from . import logs
+        from .. import logs
 
         logs.configure(args.log_level, getattr(args, "log_format", "text"))
     try:
@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="on SIGTERM or Ctrl-C: stop admitting, let in-flight requests finish this long, then fail the rest with 503 (default: %(default)s)",
     )
-    from .serving.flags import add_operator_args, env_defaults
+    from ..serving.flags import add_operator_args, env_defaults
 
     add_operator_args(serve)
     serve.set_defaults(func=_cmd_serve)
@@ -198,7 +198,7 @@ def _cmd_topology(args: argparse.Namespace) -> int:
     from omni_compiler import render
 
     if kwargs["backend"] == "ray":  # where the processes really land: start them on the cluster, report, stop
-        from .raycluster.report import placed_topology
+        from ..raycluster.report import placed_topology
 
         runtime = _runtime(pipeline, args, log=_stderr)
         print(asyncio.run(placed_topology(runtime, args.format)))
@@ -208,14 +208,14 @@ def _cmd_topology(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .serving.flags import check_env
+    from ..serving.flags import check_env
 
     check_env(args)
-    from .serving.app import ServingSettings
-    from .serving.guard import ConnectionLimits
-    from .serving.request import SpeechLimits
-    from .serving.server import ServeOptions, bind, serve_runtime
-    from .serving.voices import build_info, voices_of
+    from ..serving.app import ServingSettings
+    from ..serving.guard import ConnectionLimits
+    from ..serving.request import SpeechLimits
+    from ..serving.server import ServeOptions, bind, serve_runtime
+    from ..serving.voices import build_info, voices_of
 
     pipeline = load_pipeline(args, _stderr)
     models = tuple(dict.fromkeys(args.served_model_name or [pipeline.model_id]))
@@ -248,9 +248,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_synthesize(args: argparse.Namespace) -> int:
-    from .serving.audio import encode
-    from .serving.request import MAX_SPEED, MIN_SPEED
-    from .serving.synthesis import collect_audio
+    from ..serving.audio import encode
+    from ..serving.request import MAX_SPEED, MIN_SPEED
+    from ..serving.synthesis import collect_audio
 
     if not args.text.strip():
         raise UserError("error: the text is empty\n  fix:  pass the words to speak, e.g. omni synthesize \"Hello.\" -o out.wav")
@@ -332,7 +332,7 @@ async def _quiet_shutdown(runtime: Any) -> None:
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
@@ -344,6 +344,3 @@ def _stdout(line: str) -> None:
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

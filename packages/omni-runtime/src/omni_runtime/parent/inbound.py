@@ -15,11 +15,11 @@ import asyncio
 import logging
 from typing import Any
 
-from . import envelope as E
-from .errors import RequestFailed, StartupError
-from .launch import ExitInfo
-from .parent_state import ParentState
-from .supervision import READY, Instance
+from .. import envelope as E
+from ..errors import RequestFailed, StartupError
+from ..launch import ExitInfo
+from ..supervision import READY, Instance
+from .state import ParentState
 
 log = logging.getLogger("omni.runtime")
 
@@ -161,7 +161,7 @@ class ParentInbound(ParentState):
             self._loop.create_task(self._broadcast_cancel(req, skip=inst.name))
 
     def _reclaim_after(self, inst: Instance, info: ExitInfo) -> None:
-        from .transport import remove_sender_segments
+        from ..transport import remove_sender_segments
 
         assert self._plane is not None and self.supervisor is not None and self._loop is not None
         self._plane.peer_died(inst.name)

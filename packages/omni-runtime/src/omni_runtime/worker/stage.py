@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Executor
 from typing import Any
 
-from .context import StageContext
-from .payload import StagePayload
+from ..context import StageContext
+from ..payload import StagePayload
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:

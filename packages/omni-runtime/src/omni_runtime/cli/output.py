@@ -24,7 +24,7 @@ def output_format(output: str, requested: str | None) -> str:
 
     Never writes one format under another format's name (WAV bytes in ``out.mp3``).
     """
-    from .serving.audio import AUDIO_FORMATS
+    from ..serving.audio import AUDIO_FORMATS
 
     suffix = "" if output == "-" else Path(output).suffix.lower()
     named = SUFFIX_FORMATS.get(suffix)

@@ -1,0 +1,171 @@
+"""Contracts written the way serving frameworks write them (sglang-omni style): the class
+in ``config.py`` on a base imported from the framework package, stages as a class attribute
+with f-string factories over a module constant, ``EntryClass`` at the bottom and the handoff
+state in a sibling module reached through the factories. Each form either gives the real
+finding or says it cannot be read; never an empty clean run."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import codes, run_lint, write_tree
+
+FRAMEWORK = {
+    "fw/__init__.py": "",
+    "fw/config/__init__.py": "from .base import PipelineConfig, StageConfig\n",
+    "fw/config/base.py": """
+        class StageConfig:
+            def __init__(self, **kw):
+                self.kw = kw
+
+
+        class PipelineConfig:
+            stages: list = []
+        """,
+}
+
+STATE = """
+_PREPARED_REQUESTS = {}
+
+
+def put(rid, value):
+    _PREPARED_REQUESTS[rid] = value
+
+
+def take(rid):
+    return _PREPARED_REQUESTS.pop(rid)
+"""
+
+STAGES = """
+from . import state
+
+
+def create_preprocessing_executor():
+    def run(payload):
+        state.put(payload.request_id, payload.data)
+        return payload
+    return run
+
+
+def create_tts_engine_executor():
+    def run(payload):
+        return state.take(payload.request_id)
+    return run
+"""
+
+
+def _config(base_import: str, base: str, edges: str = "") -> str:
+    return f"""
+from typing import ClassVar
+{base_import}
+
+_PKG = "fw.models.qwen"
+
+
+class QwenTTSPipelineConfig({base}):
+    architecture: ClassVar[str] = "Qwen3TTS"
+    stages: list[StageConfig] = [
+        StageConfig(name="preprocessing", factory=f"{{_PKG}}.stages.create_preprocessing_executor", next="tts_engine"),
+        StageConfig(name="tts_engine", factory=f"{{_PKG}}.stages.create_tts_engine_executor", terminal=True),
+    ]
+{edges}
+
+EntryClass = QwenTTSPipelineConfig
+"""
+
+
+def _tree(tmp_path, config: str, stages: str = STAGES, extra: dict | None = None):
+    files = {**FRAMEWORK, "fw/models/__init__.py": "", "fw/models/qwen/__init__.py": "", "fw/models/qwen/config.py": config,
+             "fw/models/qwen/state.py": STATE, "fw/models/qwen/stages.py": stages, **(extra or {})}
+    write_tree(tmp_path, files)
+    return run_lint(tmp_path / "fw" / "models", cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("base_import", "base"),
+    [
+        ("from fw.config import PipelineConfig, StageConfig", "PipelineConfig"),  # re-exported by the package
+        ("from fw.config.base import PipelineConfig, StageConfig", "PipelineConfig"),  # where it is defined
+        ("from fw.config import PipelineConfig as PC, StageConfig", "PC"),  # an alias
+        ("import fw.config as C\nfrom fw.config import StageConfig", "C.PipelineConfig"),  # a module alias
+    ],
+)
+def test_undeclared_handoff_in_a_framework_contract_is_ol001(tmp_path, base_import, base):
+    report = _tree(tmp_path, _config(base_import, base))
+    assert codes(report) == ["OL001"]
+    assert "_PREPARED_REQUESTS" in report.findings[0].message and "QwenTTSPipelineConfig" in report.findings[0].message
+
+
+def test_declared_edge_makes_it_clean(tmp_path):
+    edges = """
+    @classmethod
+    def process_local_edges(cls):
+        return [("preprocessing", "tts_engine", "prepared requests live in _PREPARED_REQUESTS")]
+"""
+    report = _tree(tmp_path, _config("from fw.config import PipelineConfig, StageConfig", "PipelineConfig", edges))
+    assert report.errors == 0 and "OL001" not in codes(report)
+
+
+def test_base_defined_in_another_module_of_the_model(tmp_path):
+    config = _config("from .common import ModelBase\nfrom fw.config import StageConfig", "ModelBase")
+    extra = {"fw/models/qwen/common.py": "from fw.config import PipelineConfig\n\n\nclass ModelBase(PipelineConfig):\n    pass\n"}
+    assert codes(_tree(tmp_path, config, extra=extra)) == ["OL001"]
+
+
+def test_framework_outside_the_tree_by_its_qualified_name(tmp_path):
+    """The framework is installed, not in the linted tree: the base is named by where it is imported from."""
+    config = _config("from sglang_omni.config import PipelineConfig as Base, StageConfig", "Base").replace("fw.models.qwen", "models.qwen")
+    write_tree(tmp_path, {"models/__init__.py": "", "models/qwen/__init__.py": "", "models/qwen/config.py": config,
+                          "models/qwen/state.py": STATE, "models/qwen/stages.py": STAGES})
+    assert codes(run_lint(tmp_path / "models", cwd=tmp_path)) == ["OL001"]
+
+
+def test_a_lookalike_that_cannot_be_resolved_is_an_error_naming_the_class(tmp_path):
+    config = _config("from elsewhere import SomeBase\nfrom fw.config import StageConfig", "SomeBase")
+    report = _tree(tmp_path, config)
+    assert codes(report) == ["OL005"] and report.exit_code == 1
+    message = report.findings[0].message
+    assert "QwenTTSPipelineConfig" in message and "`SomeBase`" in message and "elsewhere.SomeBase" in message
+
+
+@pytest.mark.parametrize(
+    "reach",
+    [
+        'importlib.import_module("fw.models.qwen.state")',
+        '__import__("fw.models.qwen.state", fromlist=["take"])',
+        '__import__("fw.models.qwen.state").models.qwen.state',
+        'sys.modules["fw.models.qwen.state"]',
+        'sys.modules.get("fw.models.qwen.state")',
+    ],
+)
+def test_dynamic_module_access_is_followed(tmp_path, reach):
+    stages = STAGES.replace("from . import state", "import importlib\nimport sys").replace(
+        "return state.take(payload.request_id)", f"return {reach}.take(payload.request_id)"
+    ).replace("state.put(", 'importlib.import_module("fw.models.qwen.state").put(')
+    report = _tree(tmp_path, _config("from fw.config import PipelineConfig, StageConfig", "PipelineConfig"), stages)
+    assert codes(report) == ["OL001"]
+
+
+@pytest.mark.parametrize("reach", ["__import__(NAME)", "sys.modules[NAME]", "importlib.import_module(NAME)"])
+def test_computed_dynamic_access_warns_and_fails_under_strict(tmp_path, cli, reach):
+    stages = STAGES.replace("from . import state", "import importlib\nimport sys\n\nfrom . import state\n\nNAME = 'x'").replace(
+        "return state.take(payload.request_id)", f"return {reach}.take(payload.request_id)"
+    )
+    edges = """
+    @classmethod
+    def process_local_edges(cls):
+        return [("preprocessing", "tts_engine", "prepared requests")]
+"""
+    _tree(tmp_path, _config("from fw.config import PipelineConfig, StageConfig", "PipelineConfig", edges), stages)
+    code, out, _ = cli("--no-cache", "fw/models", cwd=tmp_path)
+    assert code == 0 and "OL102" in out
+    code, out, err = cli("--no-cache", "--strict", "fw/models", cwd=tmp_path)
+    assert code == 1 and "OL102" in out and "1 error" in err
+    (tmp_path / "pyproject.toml").write_text("[tool.omni-lint]\nstrict = true\n")
+    code, _, _ = cli("--no-cache", "fw/models", cwd=tmp_path)
+    assert code == 1
+
+
+def test_strict_setting_must_be_a_boolean(tmp_path, cli):
+    write_tree(tmp_path, {"pyproject.toml": '[tool.omni-lint]\nstrict = "yes"\n'})
+    code, _, err = cli("--no-cache", ".", cwd=tmp_path)
+    assert code == 2 and "strict" in err and "true or false" in err
