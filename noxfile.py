@@ -169,3 +169,10 @@ def browser(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, "selenium>=4.20")
     session.env["OMNI_REQUIRE_BROWSER"] = "1"  # here a missing browser fails the session instead of skipping
     _pytest(session, "packages/omni-runtime/browser_tests")
+
+
+@nox.session
+def bench_stream(session: nox.Session) -> None:
+    """Streaming under load (not in the default set): deadline vs fifo scheduler per model, open-loop max rate, TTFA goals."""
+    _install(session, "omni-models", extras="")
+    session.run("python", "benchmarks/stream_bench.py", *session.posargs)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -120,11 +121,20 @@ class DecodeGate:
                 self._cond.notify_all()
 
 
+def decode_slots() -> int:
+    """Decodes that may run at once on the CPU: the cores this process may use, less one for the engine."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
 def vocoder_gate(policy: str, device: str, batched: bool) -> DecodeGate | None:
-    """The vocoder's turn order: one decode at a time, earliest due first, on a CPU under
-    ``deadline``; none under ``fifo`` or when chunks are batched (the batch needs them together)."""
+    """The vocoder's turn order on a CPU under ``deadline``: ``decode_slots()`` decodes at once,
+    earliest due first; none under ``fifo`` or when chunks are batched (the batch needs them together)."""
     if policy not in POLICIES:
         raise ScheduleKnobError(f"factory_args.scheduler: {policy!r} is not allowed\n  rule: one of {', '.join(POLICIES)}\n  fix:  set the vocoder's factory_args.scheduler to deadline or fifo")
     if policy == "fifo" or batched or str(device).startswith("cuda"):
         return None
-    return DecodeGate(1)
+    return DecodeGate(decode_slots())

@@ -124,16 +124,9 @@ class FrameStream:
         self.abandoned = False
         self.done = False
         self.frame_rate = frame_rate
-        self._flush_margin: float | None = None
         self.clock = PlaybackClock()
         self.chunk_sizes: list[int] = []
         """Frames in each group handed over so far (what the load-adaptive first chunk chose)."""
-
-    def flush_when_due(self, margin: float) -> None:
-        """Hand frames over early, before the group is full, once the listener would run out of
-        audio within ``margin`` seconds (deadline scheduling with a known frame rate)."""
-        if self.streaming and self.frame_rate:
-            self._flush_margin = margin
 
     def start_small(self, first: int) -> None:
         """Scheduler thread, at admission to a busy engine: a first chunk of ``first`` frames, then
@@ -159,11 +152,8 @@ class FrameStream:
     def _put(self, frame: list[int]) -> None:
         """Scheduler thread: hold the frame until its group is complete."""
         self._held.append(frame)
-        if len(self._held) >= self._target or self._running_dry():
+        if len(self._held) >= self._target:
             self._hand_over()
-
-    def _running_dry(self) -> bool:
-        return self._flush_margin is not None and self.clock.started is not None and self.clock.due() - self._flush_margin <= time.monotonic()
 
     def _hand_over(self) -> None:
         n = len(self._held)
@@ -339,8 +329,6 @@ class StepScheduler:
         """fifo: one forward per request; deadline: one forward for all of them (if it fails,
         each is retried alone, so only a request that fails by itself fails)."""
         if self.schedule.deadline:
-            for waiting in admitted:
-                waiting.stream.flush_when_due(self.schedule.due_margin_s)
             if busy or len(admitted) > 1:
                 for waiting in admitted:
                     waiting.stream.start_small(self.schedule.busy_first_chunk_frames)
