@@ -127,6 +127,30 @@ def test_a_stream_starting_on_a_busy_engine_gets_a_small_first_chunk_then_ramps_
     assert [c.shape[1] for c in idle.chunks()] == [3, 6, 6, 5]
 
 
+@pytest.mark.parametrize(
+    ("interval_s", "sizes"),
+    [
+        (0.02, [1, 2, 8, 8, 8, 3]),  # 5x real time: the second chunk already fills chunk_frames
+        (0.05, [1, 2, 4, 8, 8, 7]),  # 2x: chunks grow as fast as the listener's buffer allows
+        (0.125, [1, 2, 8, 8, 8, 3]),  # slower than real time: it cannot keep up, so full chunks
+    ],
+)
+def test_chunks_after_the_first_fit_the_listeners_playback_clock(monkeypatch, interval_s, sizes):
+    import omni_models.common.playback as playback_module
+    import omni_models.common.scheduler as scheduler_module
+
+    now = [100.0]
+    monkeypatch.setattr(scheduler_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(playback_module.time, "monotonic", lambda: now[0])
+    stream = FrameStream(lambda: False, None, chunking=(1, 8), frame_rate=10.0)  # 100 ms of audio per frame
+    stream.fit_to_playback(0.0)
+    for i in range(30):
+        now[0] += interval_s
+        stream._put([i])
+    stream._finish()
+    assert [c.shape[1] for c in stream.chunks()] == sizes
+
+
 def test_scheduling_knobs_are_validated_with_the_fix():
     with pytest.raises(ScheduleKnobError) as err:
         StepScheduler(tiny_model("parallel"), schedule=Schedule("edf", 0), stage="tts_engine")

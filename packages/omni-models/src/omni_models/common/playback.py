@@ -37,16 +37,19 @@ class Schedule:
     ``policy``: ``deadline`` (default) or ``fifo``. Under ``deadline``: new requests are
     prefilled together in one forward, streams are admitted before non-streamed requests,
     a stream that starts while the engine is busy gets a first chunk of
-    ``busy_first_chunk_frames`` frames and then chunks that double up to the stage's
-    ``chunk_frames`` (an idle engine uses ``first_chunk_frames`` as before), and non-streamed
-    requests sit out decode steps while a stream is due (awaits its first chunk, or, with
-    ``frame_rate`` known, its playback clock runs out within ``due_margin_s``).
+    ``busy_first_chunk_frames`` frames (an idle engine uses ``first_chunk_frames``); with
+    ``frame_rate`` known, every later chunk is as large as the stream can make before its
+    listener's audio runs out (less ``due_margin_s`` for the vocoder and the wire), up to
+    ``chunk_frames``, so chunks grow as fast as the engine outpaces real time, and are full
+    once it cannot keep up (without a frame rate they double up to ``chunk_frames``).
+    Non-streamed requests sit out decode steps while a stream is due (awaits its first
+    chunk, or its playback clock runs out within ``due_margin_s``).
     """
 
     policy: str = "deadline"
     busy_first_chunk_frames: int = 1
     frame_rate: float | None = None
-    due_margin_s: float = 0.2
+    due_margin_s: float = 0.05
 
     @property
     def deadline(self) -> bool:

@@ -119,6 +119,9 @@ class FrameStream:
         self.streaming = chunking is not None
         self._target, self._size = chunking or (1, 1)
         self._ramp = False
+        self._fit_margin: float | None = None
+        self._made = 0
+        self._first_frame_at: float | None = None
         self._held: list[list[int]] = []
         self._frames: list[list[int]] = []
         self.abandoned = False
@@ -133,6 +136,13 @@ class FrameStream:
         chunks that double until they reach the stream's chunk size."""
         if self.streaming and first < self._target:
             self._target, self._ramp = first, True
+
+    def fit_to_playback(self, margin: float) -> None:
+        """Size each chunk after the first to arrive before the listener runs dry: as many frames as
+        this stream makes (its measured rate) by ``margin`` seconds before its playback clock runs out,
+        up to the chunk size; full chunks once it cannot keep up (bigger chunks then cost less)."""
+        if self.streaming and self.frame_rate:
+            self._fit_margin = margin
 
     def due(self, margin: float = 0.0) -> float:
         """When this request's next frames are needed: a stream's arrival until it has its first
@@ -151,6 +161,9 @@ class FrameStream:
 
     def _put(self, frame: list[int]) -> None:
         """Scheduler thread: hold the frame until its group is complete."""
+        self._made += 1
+        if self._first_frame_at is None:
+            self._first_frame_at = time.monotonic()
         self._held.append(frame)
         if len(self._held) >= self._target:
             self._hand_over()
@@ -161,8 +174,18 @@ class FrameStream:
         self.clock.played(n / self.frame_rate if self.frame_rate else 0.0)
         self._queue.put(self._held)
         self._held = []
+        if self._fit_margin is not None:  # one frame tells no rate yet: double it
+            self._target = self._fitted(n) if self._made > 1 else min(self._size, 2 * n)
+            return
         self._target = min(self._size, 2 * n) if self._ramp else self._size
         self._ramp = self._ramp and self._target < self._size
+
+    def _fitted(self, last: int) -> int:
+        now = time.monotonic()
+        made_for = now - self._first_frame_at
+        rate = (self._made - 1) / made_for if made_for > 0 else 0.0  # frames per second since the first
+        fit = int(rate * (self.clock.due() - self._fit_margin - now))
+        return min(self._size, fit) if fit >= last else self._size
 
     def _finish(self, error: BaseException | None = None) -> None:
         if not self.done:
@@ -329,6 +352,8 @@ class StepScheduler:
         """fifo: one forward per request; deadline: one forward for all of them (if it fails,
         each is retried alone, so only a request that fails by itself fails)."""
         if self.schedule.deadline:
+            for waiting in admitted:
+                waiting.stream.fit_to_playback(self.schedule.due_margin_s)
             if busy or len(admitted) > 1:
                 for waiting in admitted:
                     waiting.stream.start_small(self.schedule.busy_first_chunk_frames)
