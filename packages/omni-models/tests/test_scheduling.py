@@ -157,6 +157,9 @@ def test_scheduling_knobs_are_validated_with_the_fix():
     message = str(err.value)
     assert "factory_args.scheduler: 'edf'" in message and "deadline or fifo" in message
     assert "factory_args.busy_first_chunk_frames: 0" in message
+    with pytest.raises(ScheduleKnobError) as both:  # batch and schedule knobs wrong together: all of them named
+        StepScheduler(tiny_model("parallel"), limits=BatchLimits(max_batch_size=0), schedule=Schedule("edf"), stage="tts_engine")
+    assert "factory_args.max_batch_size: 0" in str(both.value) and "factory_args.scheduler: 'edf'" in str(both.value)
     with pytest.raises(ScheduleKnobError, match="deadline or fifo"):
         vocoder_gate("lifo", "cpu", False)
     assert vocoder_gate("fifo", "cpu", False) is None and vocoder_gate("deadline", "cuda:0", False) is None

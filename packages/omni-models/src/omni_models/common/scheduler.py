@@ -248,9 +248,14 @@ class StepScheduler:
         self.limits = limits or BatchLimits()
         self.schedule = schedule or Schedule()
         problems = self.schedule.problems(stage)
+        try:
+            self.limits.check(model.config.max_seq_len, stage)
+        except BatchKnobError as exc:  # every knob's problem at once
+            if problems:
+                raise ScheduleKnobError("\n".join([str(exc), *problems])) from None
+            raise
         if problems:
             raise ScheduleKnobError(f"stage {stage}: " + "\n".join(problems))
-        self.limits.check(model.config.max_seq_len, stage)
         self.name = name
         self.batch = DecodeBatch(model)
         self._cond = threading.Condition()
