@@ -38,10 +38,11 @@ class Schedule:
     prefilled together in one forward, streams are admitted before non-streamed requests,
     a stream that starts while the engine is busy gets a first chunk of
     ``busy_first_chunk_frames`` frames (an idle engine uses ``first_chunk_frames``); with
-    ``frame_rate`` known, every later chunk is as large as the stream can make before its
-    listener's audio runs out (less ``due_margin_s`` for the vocoder and the wire), up to
-    ``chunk_frames``, so chunks grow as fast as the engine outpaces real time, and are full
-    once it cannot keep up (without a frame rate they double up to ``chunk_frames``).
+    ``frame_rate`` known, every later chunk holds half the frames the stream makes (at its
+    measured rate) before its listener's audio runs out less ``due_margin_s`` (for the
+    vocoder and the wire), at least 1 and at most ``chunk_frames``: it arrives early, the
+    listener's buffer grows, and chunks grow with it; a stream slower than real time gets
+    full chunks (without a frame rate, chunks double up to ``chunk_frames``).
     Non-streamed requests sit out decode steps while a stream is due (awaits its first
     chunk, or its playback clock runs out within ``due_margin_s``).
     """
@@ -49,7 +50,7 @@ class Schedule:
     policy: str = "deadline"
     busy_first_chunk_frames: int = 1
     frame_rate: float | None = None
-    due_margin_s: float = 0.05
+    due_margin_s: float = 0.1
 
     @property
     def deadline(self) -> bool:

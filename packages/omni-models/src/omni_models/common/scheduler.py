@@ -49,6 +49,8 @@ from .playback import NOT_DUE, PlaybackClock, Schedule, ScheduleKnobError
 from .sampling import SamplingParams
 
 DEFAULT_MAX_BATCH_SIZE = 32
+#: Share of the frames a stream could make before its listener runs dry that its next chunk holds.
+FIT_SHARE = 0.5
 #: GIL switch interval while an engine runs in the process (see the module docstring).
 SWITCH_INTERVAL_S = 0.0002
 
@@ -138,9 +140,7 @@ class FrameStream:
             self._target, self._ramp = first, True
 
     def fit_to_playback(self, margin: float) -> None:
-        """Size each chunk after the first to arrive before the listener runs dry: as many frames as
-        this stream makes (its measured rate) by ``margin`` seconds before its playback clock runs out,
-        up to the chunk size; full chunks once it cannot keep up (bigger chunks then cost less)."""
+        """Size each chunk after the first to its listener's playback clock (``_fitted``)."""
         if self.streaming and self.frame_rate:
             self._fit_margin = margin
 
@@ -175,17 +175,22 @@ class FrameStream:
         self._queue.put(self._held)
         self._held = []
         if self._fit_margin is not None:  # one frame tells no rate yet: double it
-            self._target = self._fitted(n) if self._made > 1 else min(self._size, 2 * n)
+            self._target = self._fitted() if self._made > 1 else min(self._size, 2 * n)
             return
         self._target = min(self._size, 2 * n) if self._ramp else self._size
         self._ramp = self._ramp and self._target < self._size
 
-    def _fitted(self, last: int) -> int:
+    def _fitted(self) -> int:
+        """Half the frames this stream makes before its listener's audio runs out (less the margin):
+        the chunk arrives with time to spare and the listener's buffer grows by the rest, so
+        chunks grow with it; full chunks when the stream is slower than real time."""
         now = time.monotonic()
         made_for = now - self._first_frame_at
         rate = (self._made - 1) / made_for if made_for > 0 else 0.0  # frames per second since the first
-        fit = int(rate * (self.clock.due() - self._fit_margin - now))
-        return min(self._size, fit) if fit >= last else self._size
+        if rate < self.frame_rate:
+            return self._size  # it cannot keep up: underruns come anyway, full chunks cost the vocoder least
+        fit = int(FIT_SHARE * rate * (self.clock.due() - self._fit_margin - now))
+        return max(1, min(self._size, fit))
 
     def _finish(self, error: BaseException | None = None) -> None:
         if not self.done:
