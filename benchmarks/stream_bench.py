@@ -6,7 +6,8 @@ invocation each (``--alt fifo=...`` sets the engine's and the vocoder's ``schedu
 
 1. closed loop at concurrency 1 and 8: TTFA p50 and underruns;
 2. ``--max-rate``: the highest open-loop (Poisson) rate with zero underruns and p95 TTFA within
-   ``--ttfa-bound-ms``, per scheduler;
+   ``--ttfa-bound-ms``, per scheduler, each rate held ``--window`` seconds (a burst of a few
+   requests is not a rate);
 3. open loop at half the deadline scheduler's max rate: p95 TTFA against concurrency-1 TTFA.
 
 Goals, printed per model with the ratios: max rate (deadline) >= 1.5x fifo's; p95 TTFA at half
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -40,7 +42,7 @@ def omni_bench(model: str, extra: list[str], args: argparse.Namespace) -> dict[s
     cmd = [
         sys.executable, "-m", "omni_runtime.bench", "--model", model, "--device", "cpu", "--json",
         "--requests", str(args.requests), "--repeat", str(args.repeat), "--text-length", str(args.text_length), *extra,
-    ]
+    ]  # a later --requests in extra wins
     if model in SCHEDULED:
         cmd += ["--alt", f"fifo={FIFO}"]
     began = time.perf_counter()
@@ -70,13 +72,17 @@ def _ratio(value: float | None, base: float | None) -> str:
 def measure(model: str, args: argparse.Namespace) -> dict[str, Any]:
     closed = omni_bench(model, ["--concurrency", "1,8"], args)
     search = omni_bench(
-        model, ["--max-rate", "--ttfa-bound-ms", str(args.ttfa_bound_ms), "--max-rate-start", str(args.max_rate_start), "--max-rate-steps", str(args.max_rate_steps)], args
+        model,
+        ["--max-rate", "--ttfa-bound-ms", str(args.ttfa_bound_ms), "--max-rate-start", str(args.max_rate_start), "--max-rate-steps", str(args.max_rate_steps),
+         "--max-rate-window", str(args.window)],
+        args,
     )
     found = search["max_rate"]["found"]
     deadline_max = found.get(f"current, {args.text_length} chars")
     half = None
     if deadline_max:
-        half = omni_bench(model, ["--rate", f"{deadline_max / 2:g}"], args)
+        half_rate = deadline_max / 2
+        half = omni_bench(model, ["--rate", f"{half_rate:g}", "--requests", str(max(args.requests, math.ceil(half_rate * args.window)))], args)
     return {"model": model, "closed": closed, "search": search, "half": half, "found": found}
 
 
@@ -144,6 +150,7 @@ def main() -> int:
     parser.add_argument("--ttfa-bound-ms", type=float, default=1500.0)
     parser.add_argument("--max-rate-start", type=float, default=0.25)
     parser.add_argument("--max-rate-steps", type=int, default=2)
+    parser.add_argument("--window", type=float, default=10.0, help="seconds each open-loop rate is held (requests = max(--requests, rate x window))")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--json", metavar="FILE", default=None, help="also write every omni bench report here")
     args = parser.parse_args()

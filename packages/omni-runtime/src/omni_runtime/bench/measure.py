@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -134,11 +135,11 @@ class _Bench:
         self.log(f"bench: {self.name} c={concurrency} chars={length}: {row.requests_per_s:.2f} req/s, {row.audio_s_per_s:.2f} audio s/s, underruns {row.underrun_events}")
         return row
 
-    async def open(self, length: int, rate: float) -> Row:
+    async def open(self, length: int, rate: float, requests: int | None = None) -> Row:
         await self._warm(length, 1)
         rows = []
         for repeat in range(self.args.repeat):
-            payloads = [request_data(length, i, self.args.stream) for i in range(self.args.requests)]
+            payloads = [request_data(length, i, self.args.stream) for i in range(requests or self.args.requests)]
             arrivals = poisson_arrivals(rate, len(payloads), self.args.seed + repeat)
             with RssSampler(self.pids) as rss:
                 samples, wall = await drive_open_loop(self.runtime, payloads, arrivals, self.args.stream, self.args.request_timeout)
@@ -151,11 +152,16 @@ class _Bench:
         return row
 
     async def max_rate(self, length: int) -> tuple[float | None, list[Row]]:
-        """Highest rate that ``passes``: double from ``--max-rate-start`` until one fails, then bisect."""
+        """Highest rate that ``passes``, each probe held ``--max-rate-window`` seconds: double from
+        ``--max-rate-start`` until one fails, then bisect."""
         bound = self.args.ttfa_bound_ms / 1000.0
         rate, good, bad, rows = self.args.max_rate_start, None, None, []
+
+        def held(r: float) -> int:
+            return max(self.args.requests, math.ceil(r * self.args.max_rate_window))
+
         while bad is None and rate <= self.args.max_rate_limit:
-            rows.append(await self.open(length, rate))
+            rows.append(await self.open(length, rate, held(rate)))
             if passes(rows[-1], bound):
                 good, rate = rate, rate * 2
             else:
@@ -164,7 +170,7 @@ class _Bench:
             return good, rows
         for _ in range(self.args.max_rate_steps):
             mid = round((good + bad) / 2, 3)
-            rows.append(await self.open(length, mid))
+            rows.append(await self.open(length, mid, held(mid)))
             good, bad = (mid, bad) if passes(rows[-1], bound) else (good, mid)
         return good, rows
 

@@ -88,6 +88,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-rate-limit", type=float, default=64.0, metavar="R", help="highest rate --max-rate tries (default: %(default)s)")
     parser.add_argument("--max-rate-steps", type=int, default=3, metavar="N", help="bisection steps of --max-rate after the doubling (default: %(default)s)")
     parser.add_argument(
+        "--max-rate-window", type=float, default=10.0, metavar="S",
+        help="each --max-rate probe sends max(--requests, rate x S) requests, so a rate is held for S seconds, not met by one burst (default: %(default)s)",
+    )
+    parser.add_argument(
         "--text-length", type=_int_list, action="append", metavar="CHARS",
         help="characters of text per request; repeatable or a list like 80,400 (default: 200)",
     )
@@ -116,7 +120,7 @@ def check_options(args: argparse.Namespace) -> None:
     for option, value, low in (("--requests", args.requests, 1), ("--warmup", args.warmup, 0), ("--repeat", args.repeat, 1), ("--max-rate-steps", args.max_rate_steps, 0)):
         if value < low:
             problems.append(f"error: {option} {value}\n  rule: must be at least {low}\n  fix:  pass {option} {max(low, 1)}")
-    for option, value in (("--ttfa-bound-ms", args.ttfa_bound_ms), ("--max-rate-start", args.max_rate_start), ("--max-rate-limit", args.max_rate_limit)):
+    for option, value in (("--ttfa-bound-ms", args.ttfa_bound_ms), ("--max-rate-start", args.max_rate_start), ("--max-rate-limit", args.max_rate_limit), ("--max-rate-window", args.max_rate_window)):
         if not value > 0:
             problems.append(f"error: {option} {value}\n  rule: must be a positive number\n  fix:  pass e.g. {option} 1")
     if args.plot:
