@@ -251,9 +251,10 @@ SPREAD = ("ttfa_p50_s", "ttfa_p95_s", "underrun_events", "underrun_s", "requests
 
 
 def combine_repeats(rows: list[Row]) -> Row:
-    """The median repeat (by TTFA p95, failures last) with each key metric's [min, max] over all repeats."""
+    """The median repeat (by TTFA p95, failures last; of an even count the worse of the middle two)
+    with each key metric's [min, max] over all repeats."""
     ordered = sorted(rows, key=lambda r: (r.failed, r.ttfa_p95_s if r.ttfa_p95_s is not None else float("inf")))
-    median = ordered[(len(ordered) - 1) // 2]
+    median = ordered[len(ordered) // 2]
     spread = {}
     for name in SPREAD:
         values = [getattr(r, name) for r in rows if getattr(r, name) is not None]
