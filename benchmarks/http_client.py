@@ -34,6 +34,10 @@ BODY = json.dumps({"model": "noop4", "input": "x", "voice": "default", "response
 CLIP_BYTES = 480
 
 
+class _StaleConnection(Exception):
+    """The server closed an idle keep-alive connection before answering anything on it."""
+
+
 class _Connection:
     """One keep-alive connection that sends the same POST over and over."""
 
@@ -54,7 +58,17 @@ class _Connection:
         self.conn = self.h11.Connection(self.h11.CLIENT)
 
     async def post(self) -> int:
-        """One request; returns the body length (raises on a status other than 200)."""
+        """One request; returns the body length (raises on a status other than 200). A keep-alive
+        connection the server closed while it sat idle (its keep-alive timeout) is reopened and
+        the request sent again, as browsers and HTTP libraries do."""
+        try:
+            return await self._post()
+        except _StaleConnection:
+            self.writer.close()
+            await self.open()
+            return await self._post()
+
+    async def _post(self) -> int:
         h11, conn = self.h11, self.conn
         if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
             self.writer.close()
@@ -67,6 +81,8 @@ class _Connection:
             if event is h11.NEED_DATA:
                 data = await self.reader.read(65536)
                 if not data:
+                    if status == 0 and size == 0:
+                        raise _StaleConnection
                     raise ConnectionError(f"{self.host}:{self.port} closed the connection mid-response")
                 conn.receive_data(data)
             elif isinstance(event, h11.Response):
