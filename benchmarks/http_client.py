@@ -79,7 +79,12 @@ class _Connection:
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                data = await self.reader.read(65536)
+                try:
+                    data = await self.reader.read(65536)
+                except ConnectionResetError:
+                    if status == 0 and size == 0:
+                        raise _StaleConnection from None
+                    raise
                 if not data:
                     if status == 0 and size == 0:
                         raise _StaleConnection
