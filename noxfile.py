@@ -14,7 +14,7 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-nox.options.sessions = ["lint", "omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration", "browser", "ray"]
+nox.options.sessions = ["lint", "omni_config", "omni_compiler", "compiler_only", "omni_lint", "omni_runtime", "omni_models", "integration", "browser", "ray", "parity"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = False
 
@@ -157,6 +157,14 @@ def bench_models(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_voice(session: nox.Session) -> None:
+    """Time to first audio on the WebSocket stream vs streamed HTTP, and barge-in, for espeak and Qwen3-TTS."""
+    _install(session, "omni-models", extras="")
+    _install(session, "omni-runtime")
+    session.run("python", "benchmarks/voice_stream_bench.py", *session.posargs)
+
+
+@nox.session
 def browser(session: nox.Session) -> None:
     """omni serve's topology page in Debian's headless Chromium (apt: chromium, chromium-driver; .ci/run installs them)."""
     import os
@@ -166,6 +174,7 @@ def browser(session: nox.Session) -> None:
         session.run("apt-get", "update", "-qq", external=True)
         session.run("apt-get", "install", "-y", "-qq", "chromium", "chromium-driver", external=True, env={"DEBIAN_FRONTEND": "noninteractive"})
     _install(session, "omni-runtime")
+    _install(session, "omni-models", extras="")  # the voice page test serves Qwen3-TTS (a model that clones voices)
     session.install(*CONSTRAINTS, "selenium>=4.20")
     session.env["OMNI_REQUIRE_BROWSER"] = "1"  # here a missing browser fails the session instead of skipping
     _pytest(session, "packages/omni-runtime/browser_tests")
@@ -176,3 +185,66 @@ def bench_stream(session: nox.Session) -> None:
     """Streaming under load (not in the default set): deadline vs fifo scheduler per model, open-loop max rate, TTFA goals."""
     _install(session, "omni-models", extras="")
     session.run("python", "benchmarks/stream_bench.py", *session.posargs)
+
+
+# Reference implementations each parity venv installs next to omni-models (reference code lives in these venvs only).
+# qwen3_tts: qwen-tts pins transformers 4.57.3 / accelerate 1.12.0 and declares gradio, torchaudio, sox and onnxruntime,
+# which its 12 Hz path never calls: it is installed --no-deps with what that path imports.
+# higgs_tts: transformers' Qwen3Model and HiggsAudioV2TokenizerModel (transformers 5.24). The tokenizer imports
+# torchaudio, whose PyPI wheel's compiled ops cannot load next to torch 2.13; only its pure-Python resampling is used,
+# so the session removes the compiled libraries after installing it (torchaudio then imports without them).
+PARITY_REFERENCES = {
+    "qwen3_tts": {
+        "extras": "[test]",
+        "deps": ["transformers==4.57.3", "accelerate==1.12.0", "librosa>=0.10", "soundfile>=0.12", "einops>=0.7"],
+        "no_deps": ["qwen-tts==0.1.1"],
+        "tests": ["packages/omni-models/parity_tests"],
+    },
+    "higgs_tts": {
+        "extras": "[test,higgs]",
+        "deps": ["transformers==5.24.0"],
+        "no_deps": ["torchaudio"],
+        "strip_torchaudio_ops": True,
+        "tests": ["-s", "packages/omni-models/tests/test_higgs_tts_parity.py"],
+    },
+}
+
+
+@nox.session(name="parity")
+@nox.parametrize("model", list(PARITY_REFERENCES))
+def parity(session: nox.Session, model: str) -> None:
+    """omni's real-checkpoint models against their reference implementations on tiny checkpoints in the published layout."""
+    reference = PARITY_REFERENCES[model]
+    _install(session, "omni-models", extras=reference["extras"])
+    session.install(*CONSTRAINTS, *reference["deps"])
+    if reference.get("no_deps"):
+        session.install(*CONSTRAINTS, "--no-deps", *reference["no_deps"])
+    if reference.get("strip_torchaudio_ops"):
+        session.run("python", "-c", (
+            "import importlib.util, pathlib\n"
+            "lib = pathlib.Path(importlib.util.find_spec('torchaudio').submodule_search_locations[0]) / 'lib'\n"
+            "for so in lib.glob('*.so'):\n"
+            "    so.unlink()\n"
+            "import torchaudio.functional\n"
+            "print('torchaudio', torchaudio.__version__, 'without compiled ops: pure-Python resampling only')"
+        ))
+    session.env["OMNI_REQUIRE_PARITY"] = "1"
+    _pytest(session, *reference["tests"])
+
+
+@nox.session
+def bench_real(session: nox.Session) -> None:
+    """Qwen3-TTS 12 Hz on a mid-size random checkpoint in the published layout: omni's batched engine vs qwen-tts (batched call, one call per text)."""
+    reference = PARITY_REFERENCES["qwen3_tts"]
+    _install(session, "omni-models", extras="")
+    session.install(*CONSTRAINTS, *reference["deps"])
+    session.install("--no-deps", *reference["no_deps"])
+    session.run("python", "benchmarks/real_bench.py", *session.posargs)
+
+
+@nox.session
+def bench_tp(session: nox.Session) -> None:
+    """Tensor parallelism on the CPU (not default): TP=1 vs TP=2 weight memory per rank, decode step, all-reduce share, audio s per wall s; benchmarks/tp_gpu_check.py is its GPU counterpart."""
+    _install(session, "omni-models", extras="")
+    session.install(*CONSTRAINTS, "psutil")
+    session.run("python", "benchmarks/tp_bench.py", *session.posargs)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import re
@@ -139,6 +140,40 @@ async def one_request(client: httpx.AsyncClient, url: str, timeout: float) -> Ou
         return Outcome(began, time.monotonic(), None, type(exc).__name__)
 
 
+async def lean_request(url: str, timeout: float) -> Outcome:
+    """One speech request over a fresh raw connection (what a lean client costs: no HTTP library on the client's loop)."""
+    began = time.monotonic()
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    body = json.dumps({"model": MODEL, "input": TEXT, "voice": "alloy", "response_format": "pcm"}).encode()
+    request = (f"POST /v1/audio/speech HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+    async def exchange() -> Outcome:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head.split(b" ", 2)[1])
+            length = re.search(rb"(?i)content-length: *(\d+)", head)
+            payload = await (reader.readexactly(int(length.group(1))) if length else reader.read())
+            code = ""
+            if status != 200:
+                try:
+                    code = json.loads(payload)["error"]["code"] or ""
+                except (ValueError, KeyError, TypeError):
+                    code = "not-json"
+            return Outcome(began, time.monotonic(), status, code)
+        finally:
+            writer.close()
+
+    try:
+        return await asyncio.wait_for(exchange(), timeout)
+    except asyncio.TimeoutError:
+        return Outcome(began, time.monotonic(), None, "hung")
+    except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+        return Outcome(began, time.monotonic(), None, type(exc).__name__)
+
+
 async def closed_loop(client: httpx.AsyncClient, url: str, concurrency: int, seconds: float, timeout: float) -> list[Outcome]:
     stop = time.monotonic() + seconds
     out: list[Outcome] = []
@@ -151,7 +186,7 @@ async def closed_loop(client: httpx.AsyncClient, url: str, concurrency: int, sec
     return out
 
 
-async def open_loop(client: httpx.AsyncClient, url: str, rate: float, seconds: float, timeout: float, outstanding: int) -> tuple[list[Outcome], int]:
+async def open_loop(client: httpx.AsyncClient, url: str, rate: float, seconds: float, timeout: float, outstanding: int, lean: bool = True) -> tuple[list[Outcome], int]:
     """Requests at ``rate`` for ``seconds``; at most ``outstanding`` open at once (one client process cannot hold
     more without measuring itself instead of the server): a request due while the client is full is not sent (counted)."""
     tasks = []
@@ -163,7 +198,7 @@ async def open_loop(client: httpx.AsyncClient, url: str, rate: float, seconds: f
     async def tracked() -> Outcome:
         open_now[0] += 1
         try:
-            return await one_request(client, url, timeout)
+            return await (lean_request(url, timeout) if lean else one_request(client, url, timeout))
         finally:
             open_now[0] -= 1
 
@@ -254,7 +289,8 @@ async def run(args: argparse.Namespace) -> int:
         chaos = await chaos_task
         await wait_ready(client, server.url)
         rss_chaos = server.rss_peak
-        overload, skipped = await open_loop(client, server.url, rate * args.overload_factor, args.overload_duration, timeout, args.overload_clients)
+        overload, skipped = await open_loop(client, server.url, rate * args.overload_factor, args.overload_duration, timeout, args.overload_clients,
+                                             args.overload_client == "lean")
         stop.set()
         await watcher
     restarts_text = ""
@@ -325,6 +361,8 @@ def table(args, rate, baseline, chaos, overload, skipped, kills, restarts, serve
     o_hung = sum(1 for o in overload if o.error == "hung")
     o_other = len(overload) - o_ok - o_429 - o_hung
     o_429_s = [o.ended - o.started for o in overload if o.status == 429]
+    o_ok_s = [o.ended - o.started for o in overload if o.status == 200]
+    base_ok_s = [o.ended - o.started for o in baseline if o.status == 200]
     mib = 1 << 20
     rows = [
         ("topology", "espeak split: front, engine x2, vocoder x2 (5 workers), --device cpu"),
@@ -332,16 +370,19 @@ def table(args, rate, baseline, chaos, overload, skipped, kills, restarts, serve
         ("chaos duration", f"{args.duration:g} s, a random worker killed every {args.kill_every:g} s ({len(kills)} kills: "
          f"{sum(k.how == 'SIGKILL' for k in kills)} SIGKILL, {sum(k.how == 'SIGTERM' for k in kills)} SIGTERM)"),
         ("requests sent", str(len(chaos))),
-        ("succeeded", f"{len(ok)} ({len(ok) / max(len(chaos), 1):.1%}), {len(ok) / args.duration:.2f} req/s = {len(ok) / args.duration / rate:.2f}x baseline"),
+        ("succeeded", f"{len(ok)} ({len(ok) / max(len(chaos), 1):.1%}), {len(ok) / max(args.duration, 1e-9):.2f} req/s = {len(ok) / max(args.duration, 1e-9) / rate:.2f}x baseline"),
         ("failed fast", f"{len(failed)} (longest time to fail {max(fail_s) if fail_s else 0:.2f} s; {', '.join(f'{k}: {v}' for k, v in sorted(codes.items())) or '-'})"),
         ("hung (must be 0)", f"{len(hung)}" + (f" (+{len(other)} connection errors)" if other else "")),
         ("restarts (/metrics)", f"{restarts:g}"),
         ("kill -> instance ready again", f"p50 {pct(to_ready, 0.5):.2f} s, max {max(to_ready) if to_ready else float('nan'):.2f} s ({len(to_ready)}/{len(kills)})"),
         ("kill -> first success after restart", f"p50 {pct(to_success, 0.5):.2f} s, max {max(to_success) if to_success else float('nan'):.2f} s"),
         ("parent peak RSS", f"{rss_baseline / mib:.0f} MiB baseline, {rss_chaos / mib:.0f} MiB after chaos"),
-        (f"overload {args.overload_factor:g}x ({rate * args.overload_factor:.1f} req/s, {args.overload_duration:g} s, --max-inflight {args.max_inflight})",
+        (f"overload {args.overload_factor:g}x, {args.overload_client} client ({rate * args.overload_factor:.1f} req/s, {args.overload_duration:g} s, --max-inflight {args.max_inflight})",
          f"{len(overload)} sent ({skipped} more due while {args.overload_clients} were open: not sent): {o_ok} ok, {o_429} got 429 "
-         f"(p50 {pct(o_429_s, 0.5) * 1000:.0f} ms, max {max(o_429_s, default=0) * 1000:.0f} ms), {o_other} other, {o_hung} hung"),
+         f"(p50 {pct(o_429_s, 0.5) * 1000:.0f} ms, p99 {pct(o_429_s, 0.99) * 1000:.0f} ms, max {max(o_429_s, default=0) * 1000:.0f} ms), {o_other} other, {o_hung} hung"),
+        ("admitted latency: baseline -> overload",
+         f"p50 {pct(base_ok_s, 0.5) * 1000:.0f} -> {pct(o_ok_s, 0.5) * 1000:.0f} ms, p99 {pct(base_ok_s, 0.99) * 1000:.0f} -> {pct(o_ok_s, 0.99) * 1000:.0f} ms "
+         f"({pct(o_ok_s, 0.99) / max(pct(base_ok_s, 0.99), 1e-9):.2f}x)"),
         ("parent peak RSS after overload", f"{server.rss_peak / mib:.0f} MiB ({server.rss_peak / max(rss_chaos, 1):.2f}x after chaos)"),
         ("after SIGTERM: exit code", str(code)),
         ("child processes left (must be 0)", str(len(left_children))),
@@ -367,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overload-factor", type=float, default=10.0, help="overload rate as a multiple of the baseline rate (default: %(default)s)")
     parser.add_argument("--overload-duration", type=float, default=15.0, help="seconds of overload (default: %(default)s)")
     parser.add_argument("--overload-clients", type=int, default=256, help="most overload requests open at once from this client (default: %(default)s)")
+    parser.add_argument("--overload-client", choices=["lean", "httpx"], default="lean",
+                        help="overload requests over raw sockets (lean: measures the server, not the client's HTTP library) or httpx (default: %(default)s)")
     args = parser.parse_args(argv)
     return asyncio.run(run(args))
 

@@ -461,3 +461,17 @@ def test_deployment_extending_a_broken_file_is_a_file_error(write):
 def test_full_file_with_overrides_equals_raw_config(model_dir):
     overrides = ["--stages.vocoder.process", "pipeline"]
     assert load_config(model_dir / "higgs_tts.yaml", overrides) == raw_config(fixture_dict("higgs_tts"), overrides)
+
+
+def test_a_published_mixed_case_id_finds_its_lower_case_entry_point(monkeypatch, model_dir):
+    """Hub ids are mixed case (Qwen/Qwen3-TTS-12Hz-1.7B-Base); entry point names are lower case."""
+    from types import SimpleNamespace
+
+    from omni_config import registry, resolve_model
+
+    (model_dir / "pkg").mkdir()
+    (model_dir / "pkg" / "pipeline.yaml").write_text((model_dir / "qwen3_tts.yaml").read_text())
+    monkeypatch.setattr(registry, "entry_points", lambda group: [SimpleNamespace(name="org/some-model-1.7b", value="pkgmod:pipeline")])
+    monkeypatch.setattr(registry, "_entry_point_file", lambda value: model_dir / "pkg" / "pipeline.yaml")
+    assert resolve_model("Org/Some-Model-1.7B") == model_dir / "pkg" / "pipeline.yaml"
+    assert resolve_model("org/other") is None

@@ -11,6 +11,7 @@ from e2e_support import omni
 from safetensors.torch import save_file
 
 from omni_models.common.components import Loader
+from omni_models.export import components_of
 
 MODEL = "bosonai/higgs-tts-3-4b"  # three processes, every one of them loads weights
 TEXT = "Weights from a local checkpoint."
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def _write_checkpoint(directory: Path, scale: dict[str, float] | None = None) -> Path:
     """The seeded modules' state dicts under ``<component>.`` prefixes; ``scale`` perturbs components."""
-    components = importlib.import_module("omni_models.higgs_tts.stages").components()
+    components = components_of("omni_models.higgs_tts")
     loader = Loader()
     tensors = {}
     for name in components:

@@ -40,9 +40,8 @@ def test_engine_without_prepared_state_fails_naming_the_edge(folder, stages):
 
 @pytest.mark.parametrize("folder", ["qwen3_tts", "fun_cosyvoice3"])
 def test_engine_builder_refuses_to_build_without_the_preprocessing_context(folder, monkeypatch):
-    handoff = importlib.import_module(f"omni_models.{folder}.handoff")
-    monkeypatch.setattr(handoff, "_PREPROCESSING_CONTEXT", {})
     module = importlib.import_module(f"omni_models.{folder}.stages")
+    monkeypatch.setattr(module, "_PREPROCESSING_CONTEXT", {})  # this process never built preprocessing
     with pytest.raises(HandoffError, match=f"{folder}: no preprocessing context in this process.*{EDGE_MESSAGE}"):
         module.build_tts_engine()
 
@@ -166,7 +165,10 @@ def test_higgs_carries_the_reference_waveform_then_codes(stages):
 
 
 def test_moss_split_codec_placement():
-    from omni_models.moss_tts_local.stages import codec_placement
+    from omni_models.common.spec import VocoderKnobs
+
+    def codec_placement(device, codec_device):
+        return VocoderKnobs(codec_device=codec_device).codec_placement("moss_tts_local", device)
 
     assert codec_placement("cpu", "cuda:1") == "cpu"
     assert codec_placement(None, "cuda:1") == "cpu"
@@ -183,7 +185,7 @@ def test_stale_prepared_requests_are_dropped(folder, stages, monkeypatch):
     handoff = importlib.import_module(f"omni_models.{folder}.handoff")
     pre = stages(folder)["preprocessing"]
     pre.process(StagePayload("stale", {"text": "a"}), None)
-    monkeypatch.setattr(handoff, "PREPARED_TTL_S", -1.0)
+    monkeypatch.setattr(importlib.import_module("omni_models.common.prepared"), "PREPARED_TTL_S", -1.0)
     pre.process(StagePayload("fresh", {"text": "b"}), None)
     assert "stale" not in handoff._PREPARED_REQUESTS
     handoff._PREPARED_REQUESTS.pop("fresh", None)

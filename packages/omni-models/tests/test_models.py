@@ -8,7 +8,7 @@ import wave
 
 import pytest
 import torch
-from helpers import FakeCtx, StagePayload, build_stages, synthesize
+from helpers import FakeCtx, StagePayload, build_stages, synthesize, topology
 from models_table import CASES, IDS
 
 SHORT = "Hello there."
@@ -30,13 +30,15 @@ def built():
 
 
 def _stages_module(case):
-    return importlib.import_module(f"omni_models.{case.folder}.stages")
+    """Where the model's numbers live: its catalog row (codec-token models) or its own stages module."""
+    from omni_models.common.catalog import MODELS
+
+    row = next((spec for spec in MODELS if spec.name == case.folder), None)
+    return row if row is not None else importlib.import_module(f"omni_models.{case.folder}.stages")
 
 
 def _weight_stages(case):
-    from helpers import load_yaml
-
-    return [s["name"] for s in load_yaml(case.folder, case.variant)["stages"] if "load_format" in s.get("factory_args", {})]
+    return [s.name for s in topology(case.folder, case.variant).stages if "load_format" in s.factory_args]
 
 
 def _run(case, built, text=SHORT, request_id="req-1", **fields):
@@ -46,7 +48,7 @@ def _run(case, built, text=SHORT, request_id="req-1", **fields):
 
 def _frame_rate(case):
     mod = _stages_module(case)
-    for name in ("CODEC", "VAE"):
+    for name in ("codec", "CODEC", "VAE"):
         if hasattr(mod, name):
             return getattr(mod, name).frame_rate
     return mod.TOKEN_RATE
@@ -88,7 +90,8 @@ def test_engine_generates_the_models_codebook_layout(case, built):
         assert codes.dtype == torch.float32 and codes.shape[0] == _stages_module(case).VAE.latent_dim
         return
     assert codes.dtype == torch.int64 and codes.shape[0] == case.codebooks
-    size = _stages_module(case).AR.codebook_size
+    mod = _stages_module(case)
+    size = (mod.ar if hasattr(mod, "ar") else mod.AR).codebook_size
     assert codes.min() >= 0 and codes.max() < size
     # different codebooks carry different code streams
     assert case.codebooks == 1 or not torch.equal(codes[0], codes[-1])

@@ -1,23 +1,23 @@
 """Dummy weights are deterministic; a local safetensors checkpoint of the same shapes loads
 exactly, and a checkpoint that does not fit is refused with the key and shapes."""
 
-import importlib
 import subprocess
 import sys
 
 import pytest
 import torch
-from helpers import build_stages, load_yaml, synthesize
+from helpers import build_stages, synthesize, topology
 from models_table import CASES
 from safetensors.torch import load_file, save_file
 
 from omni_models.common.codec import CodecDecoder
 from omni_models.common.components import Loader, export_dummy_checkpoint
 from omni_models.common.weights import CheckpointError, init_dummy, load_safetensors
+from omni_models.export import components_of
 
 
 def _weight_stages(case):
-    return [s["name"] for s in load_yaml(case.folder, case.variant)["stages"] if "load_format" in s.get("factory_args", {})]
+    return [s.name for s in topology(case.folder, case.variant).stages if "load_format" in s.factory_args]
 
 
 def test_dummy_weights_depend_only_on_the_seed():
@@ -30,13 +30,13 @@ def test_dummy_weights_depend_only_on_the_seed():
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.variant == "pipeline"], ids=lambda c: c.model_id)
 def test_safetensors_checkpoint_round_trip_reproduces_dummy_weights(case, tmp_path):
-    stages_mod = importlib.import_module(f"omni_models.{case.folder}.stages")
-    export_dummy_checkpoint(stages_mod.components(), str(tmp_path), seed=77)
+    components = components_of(f"omni_models.{case.folder}")
+    export_dummy_checkpoint(components, str(tmp_path), seed=77)
     keys = load_file(str(tmp_path / "model.safetensors")).keys()
-    assert {k.split(".")[0] for k in keys} == {name.split(".")[0] for name in stages_mod.components()}
+    assert {k.split(".")[0] for k in keys} == {name.split(".")[0] for name in components}
     weight_stages = _weight_stages(case)
     from_ckpt = build_stages(
-        case.folder, case.variant, {s: {"load_format": "safetensors", "model_path": str(tmp_path), "seed": 77} for s in weight_stages}
+        case.folder, case.variant, {s: {"load_format": "safetensors", "seed": 77} for s in weight_stages}, model_path=str(tmp_path)
     )
     dummy = build_stages(case.folder, case.variant, {s: {"seed": 77} for s in weight_stages})
     request = {"text": "Checkpoint test.", "voice": "coral"}

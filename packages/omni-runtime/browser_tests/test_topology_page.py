@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import CHROMEDRIVER, CHROMIUM
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path.insert(0, str(TESTS))
@@ -23,12 +24,6 @@ sys.path.insert(0, str(TESTS))
 from serving.conftest import SAMPLE_RATE, assert_clean_exit, shm_segments, start_server, wait_healthy  # noqa: E402
 from serving.stages import plan  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--autoplay-policy=no-user-gesture-required", "--mute-audio",
-)
 HAVE_BROWSER = os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)
 pytestmark = [
     pytest.mark.timeout(300),
@@ -48,23 +43,6 @@ def served(tmp_path_factory):
     finally:
         if server.proc.poll() is None:
             assert_clean_exit(server, before)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_window_size(1400, 1000)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def _wait(driver, condition, timeout=30.0, what="condition"):

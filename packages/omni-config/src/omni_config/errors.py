@@ -8,6 +8,7 @@ file in one pass instead of one error per run.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -65,23 +66,54 @@ class ConfigIssue:
         return out
 
 
+#: Longest text of one value shown in an error; longer is cut with a marker saying how much was left out.
+MAX_SHOWN_CHARS = 200
+#: Items of one list or mapping shown in an error; the rest are counted, not shown.
+MAX_SHOWN_ITEMS = 10
+
+
 def format_value(value: Any) -> str:
+    """The value as an error shows it, never longer than about :data:`MAX_SHOWN_CHARS` characters.
+
+    A config value can be megabytes (a long string, a list aliased thousands of
+    times): printing it whole would flood the terminal or CI log, and building its
+    whole ``repr`` first can take gigabytes, so the walk itself is bounded.
+    """
     if isinstance(value, str):
-        return repr(value)
+        return _cut(repr(value[: MAX_SHOWN_CHARS + 1]), len(value), "characters")
     try:
-        return json.dumps(_jsonable(value))
+        text = json.dumps(_jsonable(value))
     except (TypeError, ValueError):
-        return repr(value)
+        text = repr(_jsonable(value))
+    return _cut(text, None, "")
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (str, int, float, bool)) or value is None:
+def _cut(text: str, total: int | None, unit: str) -> str:
+    if len(text) <= MAX_SHOWN_CHARS + 2:
+        return text
+    size = f" of {total} {unit}" if total is not None else ""
+    return f"{text[:MAX_SHOWN_CHARS]}... (cut{size})"
+
+
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    """A JSON-ready copy of ``value`` with long strings and collections cut (bounded work on any input)."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_SHOWN_CHARS else f"{value[:MAX_SHOWN_CHARS]}... (cut of {len(value)} characters)"
+    if isinstance(value, (int, float, bool)) or value is None:
         return value
+    if depth >= 8:
+        return "..."
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        shown = {str(k)[:MAX_SHOWN_CHARS]: _jsonable(v, depth + 1) for k, v in itertools.islice(value.items(), MAX_SHOWN_ITEMS)}
+        if len(value) > MAX_SHOWN_ITEMS:
+            shown["..."] = f"{len(value) - MAX_SHOWN_ITEMS} more keys"
+        return shown
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable(v) for v in value]
-    return repr(value)
+        items = [_jsonable(v, depth + 1) for v in itertools.islice(value, MAX_SHOWN_ITEMS)]
+        if len(value) > MAX_SHOWN_ITEMS:
+            items.append(f"... {len(value) - MAX_SHOWN_ITEMS} more items")
+        return items
+    return _cut(repr(value), None, "")
 
 
 class ConfigError(Exception):

@@ -178,6 +178,18 @@ def _apply_stage(by_name: dict[str, dict[str, Any]], item: Override) -> ConfigIs
         if len(path) != 4:
             return ConfigIssue(item.dotted, "factory_args settings name one argument", "write stages.<stage>.factory_args.<argument>", value=item.value, source=item.source)
         declared = stage.get("factory_args") if isinstance(stage.get("factory_args"), dict) else {}
+        knobs = stage.get("knobs")
+        if isinstance(knobs, dict) and knobs and path[3] not in knobs:
+            fixed = path[3] in declared
+            return ConfigIssue(
+                item.dotted,
+                f"'{path[3]}' of stage '{name}' is fixed by the model, not a knob; a deployment may set the stage's declared knobs only"
+                if fixed
+                else f"stage '{name}' declares no knob '{path[3]}'; a deployment may set the stage's declared knobs only",
+                did_you_mean(path[3], knobs, "knobs of this stage") if not fixed else f"drop this setting; the knobs of this stage are: {', '.join(knobs)}",
+                value=item.value,
+                source=item.source,
+            )
         if path[3] not in declared:
             return ConfigIssue(
                 item.dotted,

@@ -16,6 +16,7 @@ from pydantic_core import ValidationError
 
 from .errors import COMMAND_LINE, ConfigError, ConfigFileError, ConfigIssue
 from .gcpause import paused_gc
+from .knobs import knob_issues
 from .layering import apply_layer, flatten_deployment, kind_of, regroup_names
 from .locations import Origin, Origins, attach, file_origins, locate
 from .overrides import Override, ValueParseError, parse_overrides, parse_value
@@ -114,6 +115,8 @@ def _finish(raw: dict[str, Any], issues: list[ConfigIssue], overrides: Sequence[
         config = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
         issues.extend(issues_from_validation_error(exc, raw))
+    if config is not None:
+        issues.extend(knob_issues(config))
     if issues:
         raise ConfigError(locate(issues, origins.merged, origins.files) if origins is not None else issues)
     assert config is not None

@@ -37,8 +37,12 @@ def resolve_model(name: str) -> Path | None:
     """The pipeline file of a registered model name, or None if the name is not registered."""
     if name in _registered:
         return _registered[name]
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    entries = list(entry_points(group=ENTRY_POINT_GROUP))
+    for ep in entries:
         if ep.name == name:
+            return _entry_point_file(ep.value)
+    for ep in entries:  # published ids are mixed case (Qwen/Qwen3-TTS-12Hz-1.7B-Base); entry names are lower case
+        if ep.name == name.lower():
             return _entry_point_file(ep.value)
     return None
 

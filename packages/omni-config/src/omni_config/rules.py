@@ -151,3 +151,54 @@ def ray_label_key(value: Any) -> str:
     if not isinstance(value, str) or not _RAY_LABEL_KEY.fullmatch(value):
         raise ValueError("a Ray label key is [dns-prefix/]name, the name 1-63 letters, digits, '-', '_' or '.' (e.g. ray.io/accelerator-type)")
     return value
+
+
+_NUMERIC_KNOBS = ("int", "float")
+
+
+def knob_declaration_problem(kind: str, low: float | None, high: float | None, choices: list[str] | None) -> str | None:
+    """Why a knob's declaration cannot be checked against, or None when it is consistent."""
+    if (low is not None or high is not None) and kind not in _NUMERIC_KNOBS:
+        return f"min and max apply to int and float knobs, not to a {kind} knob"
+    if choices is not None and kind != "str":
+        return f"choices apply to str knobs, not to a {kind} knob"
+    if low is not None and high is not None and low > high:
+        return f"min ({low:g}) is above max ({high:g})"
+    return None
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def describe_knob(kind: str, low: float | None, high: float | None, choices: list[str] | None, nullable: bool) -> str:
+    """The rule a knob's value follows, in words: 'an integer between 1 and 4096, or null'."""
+    noun = {"int": "an integer", "float": "a number", "str": "text", "bool": "true or false"}[kind]
+    if choices:
+        text = "one of " + ", ".join(repr(c) for c in choices)
+    elif low is not None and high is not None:
+        text = f"{noun} between {_number(low)} and {_number(high)}"
+    elif low is not None:
+        text = f"{noun} >= {_number(low)}"
+    elif high is not None:
+        text = f"{noun} <= {_number(high)}"
+    else:
+        text = noun
+    return f"{text}, or null" if nullable else text
+
+
+def knob_value_breaks(value: Any, kind: str, low: float | None, high: float | None, choices: list[str] | None, nullable: bool) -> bool:
+    """True when ``value`` breaks the knob's declaration (type, range, choices, null)."""
+    if value is None:
+        return not nullable
+    if kind == "bool":
+        return not isinstance(value, bool)
+    if kind == "str":
+        return not isinstance(value, str) or (choices is not None and value not in choices)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return True
+    if kind == "int" and not isinstance(value, int):
+        return True
+    if isinstance(value, float) and not math.isfinite(value):
+        return True
+    return (low is not None and value < low) or (high is not None and value > high)

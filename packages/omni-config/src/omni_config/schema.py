@@ -9,9 +9,9 @@ and the validators are built on the first validation, which is the only thing
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from . import rules
 
@@ -52,6 +52,29 @@ class StageRuntimeConfig(_Frozen):
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
 
 
+class KnobConfig(_Frozen):
+    """The type and range of one ``factory_args`` value an operator may set (model tier).
+
+    A stage that declares ``knobs`` lets a deployment file or ``--stages.S.factory_args.K``
+    set exactly those arguments, and every value (the model's default included) is checked
+    here before any process starts, instead of failing inside the factory.
+    """
+
+    type: Literal["int", "float", "str", "bool"] = Field(description="Value type; an int is accepted where a float is expected.")
+    min: float | None = Field(default=None, description="Smallest allowed value (int and float knobs).")
+    max: float | None = Field(default=None, description="Largest allowed value (int and float knobs).")
+    choices: list[str] | None = Field(default=None, min_length=1, description="The allowed values of a str knob.")
+    nullable: bool = Field(default=False, description="null is allowed (it means the stage's automatic choice).")
+    help: str | None = Field(default=None, description="What the knob does, shown in errors.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KnobConfig:
+        problem = rules.knob_declaration_problem(self.type, self.min, self.max, self.choices)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
 class StageConfig(_Frozen):
     """One pipeline stage. ``process`` is the only source of truth for process topology."""
 
@@ -64,6 +87,10 @@ class StageConfig(_Frozen):
     merge_fn: DottedPath | None = Field(default=None, description="Dotted path of the fan-in merge function; required with wait_for.")
     route_fn: DottedPath | None = Field(default=None, description="Dotted path of a function choosing among 'next' targets.")
     factory_args: JsonArgs = Field(default_factory=dict, description="Keyword arguments for the factory.")
+    knobs: dict[str, KnobConfig] = Field(
+        default_factory=dict,
+        description="Type and range of the factory_args a deployment may set (model tier); each needs its default in factory_args.",
+    )
     env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Environment variables set in the stage's OS process.")
     process: ProcessName | None = Field(default=None, description="OS process name. Stages naming the same process share it; none means the stage runs alone.")
     gpu: GpuSpec = Field(default=None, description="GPU id, or one id per TP rank.")

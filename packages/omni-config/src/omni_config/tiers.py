@@ -27,7 +27,7 @@ STAGE_DEPLOYMENT_FIELDS: dict[str, ValueKind] = {
     "tp_size": ValueKind.SCALAR,
     "runtime.resources.total_gpu_memory_fraction": ValueKind.SCALAR,
 }
-STAGE_MODEL_FIELDS = ("name", "factory", "next", "terminal", "stream_to", "wait_for", "merge_fn", "route_fn", "env")
+STAGE_MODEL_FIELDS = ("name", "factory", "next", "terminal", "stream_to", "wait_for", "merge_fn", "route_fn", "env", "knobs")
 PROCESS_FIELDS: dict[str, ValueKind] = {
     "num_replicas": ValueKind.SCALAR,
     "replica_devices": ValueKind.ID_LIST,
@@ -88,6 +88,7 @@ MODEL_TIER_WHY = {
     "merge_fn": "the stage wiring",
     "route_fn": "the stage wiring",
     "env": "the stage's environment",
+    "knobs": "the types and ranges of the stage's factory_args",
     "entry_stage": "the stage wiring",
     "process_local_edges": "the model's process-local contract",
 }

@@ -16,7 +16,7 @@ from .suggest import did_you_mean
 #: Nested models by field, by model name.
 _CHILDREN: dict[str, dict[str, str]] = {
     "PipelineConfig": {"stages": "StageConfig", "processes": "ProcessConfig", "placement": "PlacementConfig", "process_local_edges": "ProcessLocalEdge"},
-    "StageConfig": {"runtime": "StageRuntimeConfig"},
+    "StageConfig": {"runtime": "StageRuntimeConfig", "knobs": "KnobConfig"},
     "StageRuntimeConfig": {"resources": "ResourcesConfig"},
     "ProcessConfig": {"ray": "RayPlacementConfig", "restart": "RestartPolicyConfig"},
 }
@@ -106,7 +106,7 @@ def _model_at(loc: tuple[Any, ...]) -> str | None:
         child = _CHILDREN.get(model, {}).get(str(part))
         if child is None:
             return None
-        if model == "PipelineConfig" and part == "processes":
+        if (model, part) in (("PipelineConfig", "processes"), ("StageConfig", "knobs")):  # keyed by a name
             skip_key = True
         model = child
     return model

@@ -11,7 +11,10 @@ instead, iteratively, and:
 - bounds the document: nesting depth (:data:`MAX_DEPTH`) and values after
   alias expansion (:data:`MAX_VALUES`), checked before a copy is made, so an
   alias bomb fails at once (an unsafe file: :class:`ConfigFileError`),
-  and aliases may copy :data:`MAX_ALIAS_VALUES` values in all;
+  aliases may copy :data:`MAX_ALIAS_VALUES` values in all, and the text of
+  the expanded document is bounded in bytes (:data:`MAX_EXPANDED_BYTES`): one
+  64 KiB string aliased 99,000 times is a few values but 6.5 GB once a
+  worker receives it;
 - refuses duplicate keys (both lines named), non-string keys, tags other than
   the JSON ones, dates, timestamps, binary, NaN and infinities, each an issue
   with its path, line and column (:class:`ConfigError`, all at once);
@@ -35,6 +38,9 @@ MAX_DEPTH = 64
 MAX_VALUES = 500_000
 #: Values copied by aliases: anchors share snippets; a bomb copies millions.
 MAX_ALIAS_VALUES = 100_000
+#: Bytes of scalar text (keys and values, UTF-8) after alias expansion: what a file of the
+#: largest readable size can hold without aliases (``loader.MAX_CONFIG_BYTES``).
+MAX_EXPANDED_BYTES = 4 * 1024 * 1024
 
 #: 1-based (line, column) of a YAML node.
 Mark = tuple[int, int]
@@ -103,6 +109,8 @@ class _Anchor:
     value: Any
     size: int
     """Values in the anchored node (itself included), counted again at each alias."""
+    nbytes: int
+    """Bytes of scalar text in the anchored node, counted again at each alias."""
     height: int
     """Nesting levels of the anchored node (0 for a scalar)."""
 
@@ -110,10 +118,10 @@ class _Anchor:
 class _Frame:
     """A mapping or sequence being built."""
 
-    __slots__ = ("anchor", "height", "key", "key_mark", "keys", "kind", "mark", "merges", "path", "start", "value")
+    __slots__ = ("anchor", "height", "key", "key_mark", "keys", "kind", "mark", "merges", "path", "start", "start_bytes", "value")
 
-    def __init__(self, kind: str, path: tuple[Any, ...], mark: Mark, anchor: str | None, start: int) -> None:
-        self.kind, self.path, self.mark, self.anchor, self.start = kind, path, mark, anchor, start
+    def __init__(self, kind: str, path: tuple[Any, ...], mark: Mark, anchor: str | None, start: int, start_bytes: int) -> None:
+        self.kind, self.path, self.mark, self.anchor, self.start, self.start_bytes = kind, path, mark, anchor, start, start_bytes
         self.value: Any = {} if kind == "map" else []
         self.height = 1
         self.key: Any = _NO_KEY
@@ -131,16 +139,18 @@ class _Builder:
         self.issues: list[tuple[tuple[Any, ...], str, str, Any, Mark]] = []
         self.root: Any = None
         self.count = 0
+        self.nbytes = 0
         self.copied = 0
         self.documents = 0
 
     def feed(self, event: yaml.Event) -> None:
         mark = (event.start_mark.line + 1, event.start_mark.column + 1)
         if isinstance(event, yaml.ScalarEvent):
-            self._grow(1, 0, mark)
+            size = len(event.value.encode("utf-8", "surrogatepass"))
+            self._grow(1, 0, mark, size)
             value = self._scalar(event, mark)
             if event.anchor is not None:
-                self.anchors[event.anchor] = _Anchor(value, 1, 0)
+                self.anchors[event.anchor] = _Anchor(value, 1, size, 0)
             self._add(value, mark, 0)
         elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             self._grow(1, 1, mark)
@@ -148,13 +158,13 @@ class _Builder:
             if event.tag not in _COLLECTIONS:
                 self._issue(self._path(), f"the YAML tag {event.tag} is not allowed: config values are plain JSON values", "remove the tag", event.tag, mark)
             kind = "map" if isinstance(event, yaml.MappingStartEvent) else "seq"
-            self.stack.append(_Frame(kind, self._path(), mark, event.anchor, self.count))
+            self.stack.append(_Frame(kind, self._path(), mark, event.anchor, self.count, self.nbytes))
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             frame = self.stack.pop()
             if frame.merges:
                 self._merge(frame)
             if frame.anchor is not None:
-                self.anchors[frame.anchor] = _Anchor(frame.value, self.count - frame.start + 1, frame.height)
+                self.anchors[frame.anchor] = _Anchor(frame.value, self.count - frame.start + 1, self.nbytes - frame.start_bytes, frame.height)
             self._add(frame.value, frame.mark, frame.height)
         elif isinstance(event, yaml.AliasEvent):
             anchor = self.anchors.get(event.anchor)
@@ -165,16 +175,21 @@ class _Builder:
             if self.copied > MAX_ALIAS_VALUES:
                 raise ConfigFileError(self.source, f"aliases copy more than {MAX_ALIAS_VALUES} values by line {mark[0]} (an alias bomb, or a file built on aliases)",
                                       "remove aliases that copy large parts of the file", *mark)
-            self._grow(anchor.size, anchor.height, mark)
+            self._grow(anchor.size, anchor.height, mark, anchor.nbytes)
             self._add(_copy(anchor.value), mark, anchor.height)
         elif isinstance(event, yaml.DocumentStartEvent):
             self.documents += 1
             if self.documents > 1:
                 raise ConfigFileError(self.source, f"a second YAML document starts at line {mark[0]}", "keep one document (one config) per file", *mark)
 
-    def _grow(self, values: int, height: int, mark: Mark) -> None:
+    def _grow(self, values: int, height: int, mark: Mark, nbytes: int = 0) -> None:
         """Refuse the node before building it when it would pass a bound."""
         self.count += values
+        self.nbytes += nbytes
+        if self.nbytes > MAX_EXPANDED_BYTES:
+            raise ConfigFileError(self.source, f"the document's text expands to more than {MAX_EXPANDED_BYTES} bytes (aliases counted at each use) by line {mark[0]}: "
+                                  "an alias bomb, or values far larger than a config needs",
+                                  "remove aliases that repeat large values; pass large data as a file path, not inline", *mark)
         if self.count > MAX_VALUES:
             raise ConfigFileError(self.source, f"the document expands to more than {MAX_VALUES} values (aliases counted at each use) by line {mark[0]}",
                                   "remove aliases that copy large parts of the file, or split the file", *mark)

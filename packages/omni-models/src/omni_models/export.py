@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Any
 
 from . import __version__
 from .common.weights import DEFAULT_SEED
@@ -23,6 +24,22 @@ def _registered_packages() -> dict[str, str]:
 
     found = (ep for ep in entry_points(group="omni.models") if ep.value.startswith("omni_models."))
     return {ep.name: ep.value.partition(":")[0] for ep in found}
+
+
+def components_of(package: str) -> dict[str, Any] | None:
+    """A model package's weight components: its catalog row's, or its own ``stages.components()``;
+    None when it has no neural weights."""
+    from .common.catalog import MODELS
+
+    folder = package.rpartition(".")[2]
+    row = next((spec for spec in MODELS if spec.name == folder), None)
+    if row is not None:
+        return row.components()
+    try:
+        stages = importlib.import_module(f"{package}.stages")
+    except ModuleNotFoundError:
+        return None
+    return stages.components() if hasattr(stages, "components") else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,12 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     from .common.components import export_dummy_checkpoint
 
-    stages = importlib.import_module(f"{packages[args.model]}.stages")
-    if not hasattr(stages, "components"):
-        print(f"error: {args.model} has no neural weights to export (no components() in {stages.__name__})", file=sys.stderr)
+    components = components_of(packages[args.model])
+    if components is None:
+        print(f"error: {args.model} has no neural weights to export (no catalog row, no components() in {packages[args.model]}.stages)", file=sys.stderr)
         return 1
     try:
-        path = export_dummy_checkpoint(stages.components(), args.directory, seed=args.seed)
+        path = export_dummy_checkpoint(components, args.directory, seed=args.seed)
     except OSError as exc:
         print(f"error: cannot write {args.directory!r}: {exc}", file=sys.stderr)
         return 2

@@ -28,18 +28,23 @@ stage raised ``InvalidRequest(message, param=...)`` for a client mistake, ``proc
 (compiled once in the constructor). ``Runtime(..., shm_budget_bytes=1<<30, send_timeout=30.0)``:
 per-process shared-memory budget, bound on the parent's admission send.
 
-Behaviour choices: TP stages run one process per rank; every rank receives the payload and
-chunks, rank 0's output and emitted chunks continue, other ranks' outputs are dropped.
+Behaviour choices: TP stages run one process per rank, the ranks form one torch.distributed
+group at start-up (``omni_runtime.distributed``); rank 0 receives the payload and chunks and
+sends downstream, the group restarts as one unit.
 ``handle.stage_timings`` is complete when the request finishes. Scripts that start a runtime
 need ``if __name__ == "__main__":`` (workers use the ``spawn`` start method).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .context import StageContext
 from .errors import InvalidRequest, RequestCancelled, RequestFailed, RuntimeFailure, RuntimeNotRunning, StartupError
-from .parent.handle import RequestHandle
-from .parent.runtime import Runtime
-from .parent.sync import SyncRuntime
 from .payload import StagePayload
+
+if TYPE_CHECKING:
+    from .parent.handle import RequestHandle
+    from .parent.runtime import Runtime
+    from .parent.sync import SyncRuntime
 
 __version__ = "0.1.0"
 
@@ -56,3 +61,17 @@ __all__ = [
     "StartupError",
     "SyncRuntime",
 ]
+
+_PARENT = {"RequestHandle": "handle", "Runtime": "runtime", "SyncRuntime": "sync"}
+
+
+def __getattr__(name: str) -> Any:
+    """The parent's classes load on first use: stage code and ``omni_runtime.errors`` stay light (no compiler)."""
+    module = _PARENT.get(name)
+    if module is None:
+        raise AttributeError(f"module 'omni_runtime' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".parent.{module}", __name__), name)
+    globals()[name] = value
+    return value

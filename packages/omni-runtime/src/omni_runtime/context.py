@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 class StageContext:
     """Per-request, per-stage handle passed to ``process`` and ``consume``."""
 
-    __slots__ = ("_aemit", "_cancel_event", "_loop", "device", "process_name", "request_id", "stage_name", "tp_rank", "tp_size", "upstream_payload")
+    __slots__ = (
+        "_aemit", "_cancel_event", "_loop", "deadline", "device", "process_name", "request_id", "stage_name", "tp_rank", "tp_size", "upstream_payload",
+    )
 
     def __init__(
         self,
@@ -32,6 +34,7 @@ class StageContext:
         cancel_event: asyncio.Event,
         aemit: Callable[[Any], Awaitable[None]],
         loop: asyncio.AbstractEventLoop,
+        deadline: float | None = None,
     ) -> None:
         self.request_id = request_id
         self.stage_name = stage_name
@@ -39,6 +42,9 @@ class StageContext:
         self.device = device
         self.tp_rank = tp_rank
         self.tp_size = tp_size
+        self.deadline = deadline
+        """The request's deadline as a ``time.monotonic()`` instant (None: it has none); work past it is wasted:
+        the runtime cancels the request there, and a batching scheduler drops it from its batch."""
         self.upstream_payload: StagePayload | None = None
         """The streaming producer's final payload, set once ``consume``'s iterator has ended."""
         self._cancel_event = cancel_event

@@ -27,7 +27,8 @@ ERROR = "error"  # worker -> parent: a stage failed this request
 CREDIT = "credit"  # consumer -> producer instance (or parent -> terminal instance): took COUNT more chunks
 TERM = "term"  # worker -> parent: this worker received SIGTERM; the parent decides what it means
 PEER_DIED = "peer_died"  # parent -> workers: instance SRC died; reclaim what was sent to it
-PEERS = "peers"  # parent -> worker: where every process of the run listens (node and TCP address; Ray backend)
+HEARTBEAT = "heartbeat"  # worker -> parent: this worker's event loop still turns (sent every heartbeat_interval)
+PEERS = "peers"  # parent -> worker: where every process of the run listens (node and TCP address; a cluster backend)
 
 # header keys ---------------------------------------------------------------
 KIND = "k"

@@ -3,8 +3,9 @@
 A request is bound at admission to one replica per replicated process group
 (``binding``: group -> replica index) and keeps it for its lifetime, so every
 stage of that process runs in the same replica. TP ranks of a stage are
-separate OS processes; every rank receives the payload and chunks, and rank 0's
-output continues down the pipeline.
+separate OS processes forming one group (``omni_runtime.distributed``): only rank 0
+receives the payload and chunks (it schedules and sends the other ranks each step's
+inputs itself), and only rank 0's output continues down the pipeline.
 """
 
 from __future__ import annotations
@@ -68,9 +69,11 @@ class Router:
         return out
 
     def targets(self, stage: str, binding: Mapping[str, int]) -> list[Target]:
-        """The instances (one per TP rank, rank 0 first) that run ``stage`` for a request with ``binding``."""
+        """The instance that runs ``stage`` for a request with ``binding`` (a TP stage's rank 0)."""
         out = []
         for proc, rank in self._stage_procs[stage]:
+            if rank:  # ranks above 0 follow rank 0, they take no requests
+                continue
             replica = binding.get(self._group_of[proc], 0)
             out.append(Target(self._instance[(proc, replica)], rank))
         return out
@@ -125,3 +128,24 @@ class ReplicaChooser:
 
     def group_members(self, group: str) -> list[list[str]]:
         return self._members[group]
+
+
+def instance_pairs(topology: CompiledTopology, parent: str = "@parent") -> list[tuple[str, str]]:
+    """Ordered (sender, receiver) process pairs of a run: stage edges across processes, plus the parent's."""
+    hosts: dict[str, list[str]] = {}
+    for instance in topology.instances:
+        for placement in instance.stages:
+            hosts.setdefault(placement.stage, []).append(instance.name)
+    pairs: dict[tuple[str, str], None] = {}
+    for name in hosts.get(topology.entry_stage, []):
+        pairs[(parent, name)] = None
+    for edge in topology.edges:
+        for src in hosts.get(edge.src, []):
+            for dst in hosts.get(edge.dst, []):
+                if src != dst:
+                    pairs[(src, dst)] = None
+    for stage in topology.stages:
+        if stage.terminal:
+            for name in hosts.get(stage.name, []):
+                pairs[(name, parent)] = None
+    return list(pairs)

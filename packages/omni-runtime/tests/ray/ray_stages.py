@@ -62,3 +62,22 @@ def hold() -> Hold:
 
 def finish() -> Finish:
     return Finish()
+
+
+class LogSetup:
+    """Reports how logging is set up in the process it runs in (an actor on a Ray node)."""
+
+    async def process(self, payload, ctx: StageContext):
+        import logging
+
+        root = logging.getLogger()
+        handlers = [h for h in root.handlers if h.get_name() == "omni"]
+        return {
+            "level": logging.getLevelName(root.getEffectiveLevel()),
+            "formats": [type(h.formatter).__name__ for h in handlers],
+            "deadline_left": None if ctx.deadline is None else ctx.deadline - __import__("time").monotonic(),
+        }
+
+
+def log_setup() -> LogSetup:
+    return LogSetup()

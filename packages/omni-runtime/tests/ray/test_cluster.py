@@ -38,6 +38,16 @@ def three_nodes_topology(restart: dict | None = None):
     return compile_topology(raw_config({"name": "three-nodes", "stages": stages, "processes": processes, "process_local_edges": []}))
 
 
+def one_stage_topology(factory: str, process: str, resource: str):
+    """One terminal stage in ``process``, which asks Ray for one unit of the custom ``resource``."""
+    return compile_topology(raw_config({
+        "name": f"one-stage-on-{resource}",
+        "stages": [{"name": "a", "factory": factory, "process": process, "terminal": True}],
+        "processes": {process: {"ray": {"resources": {resource: 1}}}},
+        "process_local_edges": [],
+    }))
+
+
 def run(coro, timeout=180):
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
@@ -82,12 +92,7 @@ def test_actors_sit_on_the_asked_nodes_and_hops_pick_their_transport(cluster):
 
 
 def test_a_request_no_node_can_place_fails_at_startup_naming_the_resource(cluster):
-    topology = compile_topology(raw_config({
-        "name": "nowhere",
-        "stages": [{"name": "a", "factory": "ray_stages:make", "process": "lost", "terminal": True}],
-        "processes": {"lost": {"ray": {"resources": {"node_c": 1}}}},
-        "process_local_edges": [],
-    }))
+    topology = one_stage_topology("ray_stages:make", "lost", "node_c")
 
     async def scenario():
         runtime = Runtime(topology, backend="ray", device="cpu", log=None, startup_timeout=60)
@@ -99,6 +104,24 @@ def test_a_request_no_node_can_place_fails_at_startup_naming_the_resource(cluste
     error, seconds = run(scenario())
     assert "node_c: 1" in str(error) and "lost" in str(error)
     assert seconds < 30
+
+
+def test_log_options_and_the_deadline_reach_a_worker_on_another_node(cluster):
+    """The Ray actor runs the same worker entry point as a local process: --log-level/--log-format apply there too."""
+    topology = one_stage_topology("ray_stages:log_setup", "far", "node_b")
+
+    async def scenario():
+        runtime = Runtime(topology, backend="ray", device="cpu", log=None, startup_timeout=120, log_level="debug", log_format="json")
+        await runtime.start()
+        try:
+            return await (await runtime.submit({}, timeout=50.0)).result()
+        finally:
+            await runtime.shutdown()
+
+    result = run(scenario())
+    assert result["level"] == "DEBUG"
+    assert result["formats"] == ["JsonFormatter"]
+    assert 0 < result["deadline_left"] <= 50.0  # ctx.deadline: a monotonic instant on the worker's own clock
 
 
 def test_omni_topology_backend_ray_prints_node_devices_and_hop_transports(cluster, tmp_path, capsys):

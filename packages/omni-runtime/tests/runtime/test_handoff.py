@@ -93,14 +93,23 @@ def test_large_tensors_cross_through_shared_memory_with_exact_bytes(main_rt, loo
     _assert_same_values(result["values"], make_values(11, 4 << 20))
 
 
-def test_every_tp_rank_gets_the_payload_and_rank_0_continues(main_rt, loop_thread: LoopThread, tmp_path):
+def test_tp_rank_0_takes_the_payload_for_its_group_and_continues(main_rt, loop_thread: LoopThread, tmp_path):
+    # the ranks formed one torch.distributed group at start-up; rank 0 schedules for all of them,
+    # so only it receives requests (rank 1 follows rank 0's broadcasts in engines that shard)
     _, result = loop_thread.run(_run(main_rt, {"mode": "tp_stage", "marker_dir": str(tmp_path)}))
     pids = main_rt.instance_pids()
     assert int((tmp_path / "tp-rank-0").read_text()) == pids["tp_tp0"]
-    # rank 1 runs alongside rank 0 and the request does not wait for it: poll for its marker
-    rank_1_marker = tmp_path / "tp-rank-1"
-    deadline = time.monotonic() + 10.0
-    while not rank_1_marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert int(rank_1_marker.read_text()) == pids["tp_tp1"]
-    assert result == {"rank": 0, "size": 2, "ctx_rank": 0, "process_name": "tp", "process_fraction": 0.5, "pid": pids["tp_tp0"]}
+    time.sleep(0.5)
+    assert not (tmp_path / "tp-rank-1").exists()
+    assert result == {
+        "rank": 0, "size": 2, "ctx_rank": 0, "process_name": "tp", "process_fraction": 0.5, "pid": pids["tp_tp0"],
+        "group": ["tp_stage", 0, 2, "gloo"],
+    }
+    groups = main_rt.health()["tp_groups"]
+    assert groups["tp_stage"]["state"] == "ready"
+    assert [(r["rank"], r["instance"], r["state"]) for r in groups["tp_stage"]["ranks"]] == [(0, "tp_tp0", "ready"), (1, "tp_tp1", "ready")]
+    from omni_runtime.serving.page import topology_state  # what /v1/topology serves and the page draws
+
+    live = topology_state(main_rt)["live"]
+    assert live["tp_groups"] == groups
+    assert live["instances"]["tp_tp1"]["tp"] == {"group": "tp_stage", "rank": 1, "size": 2, "group_state": "ready"}

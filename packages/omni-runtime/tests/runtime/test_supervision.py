@@ -99,7 +99,7 @@ def test_sigkill_fails_in_flight_at_once_and_the_restarted_process_serves(loop_t
         error, states, late = loop_thread.run(run(), timeout=120)
         assert error.kind == "process_died"
         assert str(error) == "process front was killed by SIGKILL while the request was in flight"
-        assert states["status"] == "unhealthy" and states["processes"]["front"] == "restarting"
+        assert states["status"] == "restarting" and states["processes"]["front"] == "restarting"  # routine: it comes back (issue 21)
         new_front = rt.instance_pids()["front"]
         assert new_front != pids["front"] and late["seen"][0]["pid"] == new_front
         stats = rt.supervision()

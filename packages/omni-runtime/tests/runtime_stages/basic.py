@@ -270,12 +270,13 @@ def build_inj_kwargs(**kwargs: Any):
 # -- tensor parallelism -----------------------------------------------------------
 
 
-def build_tp_stage(tp_rank: int | None, tp_size: int, process_total_gpu_memory_fraction: float | None):
+def build_tp_stage(tp_rank: int | None, tp_size: int, process_total_gpu_memory_fraction: float | None, tp_group=None):
     def run(payload: StagePayload, ctx: StageContext) -> StagePayload:
         _touch(payload.data, f"tp-rank-{tp_rank}")
         return StagePayload(payload.request_id, {
             "rank": tp_rank, "size": tp_size, "ctx_rank": ctx.tp_rank, "process_name": ctx.process_name,
             "process_fraction": process_total_gpu_memory_fraction, "pid": os.getpid(),
+            "group": [tp_group.name, tp_group.rank, tp_group.size, tp_group.backend],
         })
 
     return run

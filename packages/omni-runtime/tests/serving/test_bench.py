@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -79,7 +80,10 @@ def test_bench_usage_mistakes_are_refused_before_anything_starts(capsys, args, m
 def test_bench_plot_without_matplotlib_says_how_to_install_it(monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import now fails as if not installed
     assert cli.main(["bench", "--config", str(PIPELINE), "--plot", str(tmp_path / "f.png")]) == 1
-    assert "pip install 'omni-runtime[plot]'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    command = err.split("fix:  ", 1)[1].splitlines()[0]
+    assert command.startswith("pip install -e '") and command.endswith("/packages/omni-runtime[plot]'")  # works from a clone
+    assert (Path(command.split("'")[1].removesuffix("[plot]")) / "pyproject.toml").is_file()
 
 
 def test_workload_text_is_deterministic_and_about_the_requested_length() -> None:

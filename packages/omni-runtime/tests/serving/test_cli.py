@@ -133,9 +133,9 @@ def test_serve_config_error_is_reported_before_anything_starts(capsys):
     assert code == 1 and "stages.vocoder.procss" in err
 
 
-def test_missing_config_file_exits_2(tmp_path, capsys):
+def test_missing_config_file_is_a_user_mistake_exit_1(tmp_path, capsys):
     code, _, err = _in_process(cli.main, ["topology", "--config", str(tmp_path / "nope.yaml")], capsys)
-    assert code == 2 and "nope.yaml" in err
+    assert code == 1 and "nope.yaml" in err  # omni: 1 for every user mistake (README, exit codes)
 
 
 def test_sigterm_during_startup_stops_everything(tmp_path):

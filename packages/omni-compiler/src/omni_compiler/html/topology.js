@@ -85,7 +85,8 @@
       const g = el("g", { class: "instance state-compiled", id: "instance-" + ib.inst.name, "data-instance": ib.inst.name, "data-state": mode === "live" ? "unknown" : "compiled" }, svg);
       el("rect", { x: ib.x, y: ib.y, width: ib.w, height: ib.h, rx: 8 }, g);
       let label = ib.inst.name;
-      if (ib.inst.gpus.length) label += " · GPU " + ib.inst.gpus.join(",");
+      if (view.device === "cpu") label += " · CPU";
+      else if (ib.inst.gpus.length) label += " · GPU " + ib.inst.gpus.join(",");
       el("text", { x: ib.x + 10, y: ib.y + 17, class: "instance-title" }, g, label);
       el("text", { x: ib.x + 10, y: ib.y + 33, class: "instance-state" }, g, mode === "live" ? "state: …" : "compiled (not running)");
     }
@@ -118,7 +119,9 @@
                             "data-src-instance": src.instance, "data-dst-instance": dst.instance }, svg);
         let d, lx, ly;
         if (src.instance === dst.instance || Math.abs(src.x - dst.x) < 1) {
-          const x = src.x + src.w, y1 = src.y + src.h / 2, y2 = dst.y + dst.h / 2;
+          // in-process edges leave a node low and enter the next one high; cross-process edges use the
+          // middle of a node's side, so an in-process edge and the cross edge after it never meet at one point
+          const x = src.x + src.w, y1 = src.y + src.h * 0.75, y2 = dst.y + dst.h * 0.25;
           d = `M ${x} ${y1} C ${x + 30} ${y1}, ${x + 30} ${y2}, ${x} ${y2}`;
           lx = x + 32; ly = (y1 + y2) / 2;
         } else {
@@ -134,6 +137,21 @@
         if (k === 0) el("text", { x: lx, y: ly, class: "edge-label", "text-anchor": kind === "cross" ? "middle" : "start" }, g, words);
       });
     }
+    separateLabels(svg);
+  }
+
+  // Move each edge label down until its box overlaps no label placed before it (labels never overlap).
+  function separateLabels(svg) {
+    const placed = [];
+    const hits = (a, b) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+    for (const label of svg.querySelectorAll("text.edge-label")) {
+      for (let tries = 0; tries < 50; tries++) {
+        const box = label.getBBox();
+        const other = placed.find((p) => hits(box, p));
+        if (!other) { placed.push(box); break; }
+        label.setAttribute("y", Number(label.getAttribute("y")) + (other.y + other.height - box.y) + 2);
+      }
+    }
   }
 
   function showLive(state) {
@@ -144,7 +162,8 @@
       g.dataset.state = info.state;
       g.setAttribute("class", "instance state-" + info.state);
       const pid = info.pid ? ` · pid ${info.pid}` : "";
-      g.querySelector(".instance-state").textContent = `${info.state} · queue ${info.queue_depth}${pid}`;
+      const tp = info.tp ? ` · TP ${info.tp.group} rank ${info.tp.rank}/${info.tp.size} (group ${info.tp.group_state})` : "";
+      g.querySelector(".instance-state").textContent = `${info.state} · queue ${info.queue_depth}${pid}${tp}`;
     }
     // a cluster run may put two processes on different nodes: that hop is TCP, not IPC + shared memory
     for (const g of document.querySelectorAll("g.edge.cross")) {

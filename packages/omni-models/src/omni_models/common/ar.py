@@ -27,6 +27,7 @@ from torch import nn
 from .audio import VOICES
 from .delay import DelayAligner
 from .limits import GenerationLimits
+from .parallel import Shard
 from .transformer import Decoder, TransformerConfig, rows_linear
 
 LAYOUTS = ("parallel", "delay", "depth")
@@ -96,7 +97,14 @@ class DepthDecoder(nn.Module):
 
 
 class ARModel(nn.Module):
-    def __init__(self, config: ARConfig):
+    """The backbone with its embeddings and heads. ``shard``: this rank's slice of the backbone's
+    blocks under tensor parallelism (``omni_models.common.parallel``; embeddings, heads and the
+    depth transformer stay whole, and run on rank 0 only: ``omni_models.common.tp_engine``)."""
+
+    kv_pool_type: type | None = None
+    """The KV pool class the running batch uses (rank 0 of a TP group: one that its followers mirror)."""
+
+    def __init__(self, config: ARConfig, shard: Shard | None = None):
         super().__init__()
         self.config = config
         k, v, d = config.num_codebooks, config.codebook_size, config.dim
@@ -106,7 +114,7 @@ class ARModel(nn.Module):
         # All codebooks' input embeddings in one table, codebook i at rows i * (V + 3) ...
         self.audio_embed = nn.Embedding(k * (v + 3), d)
         self.register_buffer("code_offsets", torch.arange(k)[:, None] * (v + 3), persistent=False)
-        self.decoder = Decoder(TransformerConfig(dim=d, layers=config.layers, heads=config.heads, max_seq_len=config.max_seq_len))
+        self.decoder = Decoder(TransformerConfig(dim=d, layers=config.layers, heads=config.heads, max_seq_len=config.max_seq_len), shard)
         # One fused projection for all codebook heads ([K * (V + 1)] outputs; codebook 0 only in
         # the depth layout): one matmul per step instead of K.
         self.num_heads = 1 if config.layout == "depth" else k

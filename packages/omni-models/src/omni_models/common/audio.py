@@ -47,6 +47,10 @@ def _decode_wav(data: bytes) -> tuple[torch.Tensor, int]:
             frames = wav.readframes(wav.getnframes())
     except (wave.Error, EOFError) as exc:
         raise InvalidRequest(param="ref_audio", message=f"ref_audio bytes are not a readable PCM WAV file ({exc}); send 16- or 32-bit PCM WAV") from exc
+    if rate <= 0 or channels < 1:
+        raise InvalidRequest(f"ref_audio WAV header declares {rate} Hz and {channels} channel(s); send a real recording", param="ref_audio")
+    if not frames or len(frames) % (width * channels):
+        raise InvalidRequest("ref_audio WAV is truncated or holds no frames; send the whole file", param="ref_audio")
     dtypes = {2: (torch.int16, 32768.0), 4: (torch.int32, 2147483648.0)}
     if width not in dtypes:
         raise InvalidRequest(f"ref_audio WAV has {8 * width}-bit samples; send 16- or 32-bit PCM WAV", param="ref_audio")

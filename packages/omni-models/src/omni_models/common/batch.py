@@ -63,8 +63,9 @@ class KVPool:
         c = self.config
         return torch.zeros((c.layers, capacity, c.heads, self.span, c.head_dim), device=self.device, dtype=self.dtype)
 
-    def add(self, row: Row) -> None:
-        """Give ``row`` the next slot (growing the pool, which moves its storage)."""
+    def add(self, row: Row) -> KVCache:
+        """Give ``row`` the next slot (growing the pool, which moves its storage) and return a cache
+        over it for a prefill that runs before the pool grows again."""
         slot = len(self.rows)
         if slot == self.keys.shape[1]:
             capacity = max(4, 2 * slot)
@@ -73,6 +74,7 @@ class KVPool:
             self.keys, self.values = keys, values
         self.rows.append(row)
         row.pool, row.slot = self, slot
+        return self.cache(row)
 
     def cache(self, row: Row) -> KVCache:
         """A cache over ``row``'s slot for its prefill (valid until the pool grows again)."""
@@ -92,10 +94,12 @@ class RowAttention:
     """``Decoder.step``'s caches: each pool's rows write their new key at their own position and
     attend over their pool's span, masked past that position."""
 
-    def __init__(self, pools: list[tuple[KVPool, list[Row]]], positions: torch.Tensor):
+    def __init__(self, pools: list[KVPool | tuple[KVPool, list[Row]]], positions: torch.Tensor):
+        """``pools``: each pool with the rows that step (a bare pool: all of its rows)."""
         self.segments = []
         start = 0
-        for pool, rows in pools:
+        for entry in pools:
+            pool, rows = entry if isinstance(entry, tuple) else (entry, entry.rows)
             n = len(rows)
             pos = positions[start : start + n]
             mask = torch.arange(pool.span, device=positions.device)[None, :] <= pos[:, None]
@@ -111,7 +115,12 @@ class RowAttention:
             pool.values[layer, slots, :, pos] = v[start:end, :, 0]
             n = end - start
             keys, values = (pool.keys[layer, :n], pool.values[layer, :n]) if whole else (pool.keys[layer, slots], pool.values[layer, slots])
-            out.append(F.scaled_dot_product_attention(q[start:end], keys, values, attn_mask=mask))
+            out.append(
+                F.scaled_dot_product_attention(
+                    q[start:end], keys, values, attn_mask=mask,
+                    enable_gqa=q.shape[1] != keys.shape[1],  # grouped-query attention: fewer KV heads (Qwen3)
+                )
+            )
         return out[0] if len(out) == 1 else torch.cat(out)
 
 
@@ -196,7 +205,7 @@ class DecodeBatch:
                 span = self.reserve(prompt.shape[1], limits)
                 pool = self.pools.get(span)
                 if pool is None:
-                    pool = self.pools[span] = KVPool(self.model.decoder.config, span, self.device, self.dtype)
+                    pool = self.pools[span] = (self.model.kv_pool_type or KVPool)(self.model.decoder.kv_config, span, self.device, self.dtype)
                 row = Row(owner, FrameState(self.config, limits), params, GumbelNoise(generator), span)
                 pool.add(row)
                 rows.append(row)

@@ -18,15 +18,17 @@ from torch import nn
 
 from .ar import ARConfig, ARModel
 from .codec import CodecConfig, CodecDecoder, CodecEncoder, ResidualVQ
+from .parallel import Shard, process_shard
 from .sampling import stable_seed
 from .speaker import SpeakerEncoder, SpeakerEncoderConfig
+from .tp_engine import engage
 from .weights import DEFAULT_SEED, LOAD_FORMATS, init_dummy, load_component, resolve_device, save_checkpoint
 
 Component = tuple[Callable[[Any], nn.Module], Hashable]
 
 
-def build_ar(config: ARConfig) -> nn.Module:
-    return ARModel(config)
+def build_ar(config: ARConfig, shard: Shard | None = None) -> nn.Module:
+    return ARModel(config, shard)
 
 
 def build_rvq(config: CodecConfig) -> nn.Module:
@@ -74,7 +76,9 @@ class Loader:
 
     def get(self, components: dict[str, Component], name: str) -> Any:
         build, config = components[name]
-        return load_component(build, config, name, self.load_format, self.model_path, self.seed, self.device)
+        shard, group = process_shard(build)  # a rank of a TP group shards what its builder can shard
+        module = load_component(build, config, name, self.load_format, self.model_path, self.seed, self.device, shard)
+        return module if shard is None else engage(module, group)
 
 
 def export_dummy_checkpoint(components: dict[str, Component], directory: str, seed: int = DEFAULT_SEED) -> str:

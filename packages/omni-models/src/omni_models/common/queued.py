@@ -18,9 +18,14 @@ import torch
 from .audio import reference_audio
 from .codec import CodecConfig
 from .components import Component, Loader
+from .factories import ar_engine
 from .queue import PreparedRequestQueue
 from .request import TextRequest, prepare_text_request
+from .spec import CodecTokenSpec, knobs_for
 from .stages import AREngine, with_data
+from .voice_cache import reference_artefacts
+
+PROMPT_CODES = "prompt_codes"
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,9 @@ class PreparedRequest:
 
 class QueuedPreprocessing:
     """Text and reference audio -> prompt codes, published into the model's queue.
+
+    The prompt codes of a voice the server keyed (uploaded, or inline ``ref_audio``) are
+    encoded once and then read from the voice cache (``voice_cache``).
 
     The slot is begun before any work and aborted on any failure, so the AR stage never pops a
     half-prepared request and a failed request leaves no slot behind.
@@ -53,11 +61,12 @@ class QueuedPreprocessing:
     def _prepare(self, data: dict[str, Any]) -> PreparedRequest:
         text = prepare_text_request(data, frame_rate=self.codec.frame_rate, max_chars=self.max_chars, max_seconds=self.max_seconds)
         ref = reference_audio(data, self.codec.sample_rate)
-        if ref is None:
-            codes = torch.zeros(self.codec.num_codebooks, 0, dtype=torch.long)
-        else:
-            codes = self.quantizer.encode(self.encoder(ref.to(self.device))).cpu()
-        return PreparedRequest(text, codes)
+        found = reference_artefacts(data, ref, lambda wave: {PROMPT_CODES: self._encode(wave)},
+                                    lambda: {PROMPT_CODES: torch.zeros(self.codec.num_codebooks, 0, dtype=torch.long)})
+        return PreparedRequest(text, found[PROMPT_CODES])
+
+    def _encode(self, wave: torch.Tensor) -> torch.Tensor:
+        return self.quantizer.encode(self.encoder(wave.to(self.device))).cpu()
 
     def process(self, payload: Any, ctx: Any = None) -> Any:
         self.queue.begin(payload.request_id)
@@ -83,3 +92,15 @@ class QueuedTTSEngine:
         request = prepared.text
         total = self.engine.stream(ctx, request, self.engine.model.voice(request.voice_index), prepared.prompt_codes)
         return with_data(payload, {"num_frames": total, "frame_rate": self.frame_rate})
+
+
+def build_queued_preprocessing(spec: CodecTokenSpec, queue: PreparedRequestQueue, device: str | None, model_path: str | None, stage: str, knobs: dict[str, Any]) -> QueuedPreprocessing:
+    """The preprocessing stage of ``spec`` publishing into the model's own ``queue``."""
+    loader = knobs_for(spec, "loader", knobs, stage).loader(device, model_path)
+    return QueuedPreprocessing(loader, spec.components(), spec.codec, queue, max_chars=spec.text.max_chars, max_seconds=spec.text.max_seconds)
+
+
+def build_queued_engine(spec: CodecTokenSpec, queue: PreparedRequestQueue, device: str | None, model_path: str | None, stage: str, knobs: dict[str, Any]) -> QueuedTTSEngine:
+    """The AR stage of ``spec`` popping from the model's own ``queue``."""
+    settings = knobs_for(spec, "engine", knobs, stage)
+    return QueuedTTSEngine(ar_engine(spec, settings, settings.loader(device, model_path), stage), spec.frame_rate, queue)

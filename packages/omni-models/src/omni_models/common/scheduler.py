@@ -31,6 +31,7 @@ to ``SWITCH_INTERVAL_S`` (never raises it), which brought wall time within 1.6x 
 
 from __future__ import annotations
 
+import inspect
 import queue
 import sys
 import threading
@@ -247,14 +248,23 @@ def _describe(models: Any) -> str:
 class StepScheduler:
     """One model's running batch, driven by its own thread; ``submit`` from any thread."""
 
-    def __init__(self, model: ARModel, *, name: str = "engine", limits: BatchLimits | None = None, stage: str = "tts_engine", schedule: Schedule | None = None):
-        if not isinstance(model, ARModel):
+    def __init__(
+        self, model: ARModel | None, *, name: str = "engine", limits: BatchLimits | None = None, stage: str = "tts_engine",
+        schedule: Schedule | None = None, batch: Any = None,
+    ):
+        """``batch``: a running batch of a model with its own step (``join``/``leave``/``step``/``reserve``
+        like ``DecodeBatch``, e.g. the real Higgs-TTS checkpoint's); otherwise ``DecodeBatch(model)``.
+        The deadline schedule packs prefills when the batch has ``join_many`` and lets non-streamed
+        rows sit out when its ``step`` takes ``only``; without them it joins one at a time and
+        steps every row."""
+        if batch is None and not isinstance(model, ARModel):
             raise TypeError(f"{name}: a scheduler batches one ARModel, got {_describe(model)}: build one engine per model (one model, one layout per batch)")
+        self.batch = batch if batch is not None else DecodeBatch(model)
         self.limits = limits or BatchLimits()
         self.schedule = schedule or Schedule()
         problems = self.schedule.problems(stage)
         try:
-            self.limits.check(model.config.max_seq_len, stage)
+            self.limits.check(self.batch.config.max_seq_len, stage)
         except BatchKnobError as exc:  # every knob's problem at once
             if problems:
                 raise ScheduleKnobError("\n".join([str(exc), *problems])) from None
@@ -262,7 +272,8 @@ class StepScheduler:
         if problems:
             raise ScheduleKnobError(f"stage {stage}: " + "\n".join(problems))
         self.name = name
-        self.batch = DecodeBatch(model)
+        self._packs = callable(getattr(self.batch, "join_many", None))
+        self._steps_subsets = "only" in inspect.signature(self.batch.step).parameters
         self._cond = threading.Condition()
         self._waiting: deque[_Waiting] = deque()
         self._reserved = 0
@@ -367,7 +378,7 @@ class StepScheduler:
             if busy or len(admitted) > 1:
                 for waiting in admitted:
                     waiting.stream.start_small(self.schedule.busy_first_chunk_frames)
-            if len(admitted) > 1:
+            if len(admitted) > 1 and self._packs:
                 try:
                     self.batch.join_many([(w.stream, w.prompt, w.limits, w.params, w.generator) for w in admitted])
                 except Exception:  # noqa: BLE001 - fall back to one at a time to find the request that fails
@@ -404,7 +415,7 @@ class StepScheduler:
 
     def _stepping(self) -> set[FrameStream] | None:
         """Who steps now: everyone, except (deadline) non-streamed requests while a stream is due."""
-        if not self.schedule.deadline:
+        if not self.schedule.deadline or not self._steps_subsets:
             return None
         now = time.monotonic()
         margin = self.schedule.due_margin_s
@@ -420,7 +431,7 @@ class StepScheduler:
         only = self._stepping()
         spans = {stream: row.span for stream, row in self.batch.rows.items() if only is None or stream in only}
         try:
-            results = self.batch.step(only)
+            results = self.batch.step(only) if only is not None else self.batch.step()
         except Exception as exc:  # noqa: BLE001 - a failed step fails the requests in it, the engine goes on
             for stream, span in spans.items():
                 self.batch.leave(stream)

@@ -1,4 +1,5 @@
-"""English text to its spoken form: abbreviations, numbers, years, dates, times, currency, ordinals.
+"""English text to its spoken form: abbreviations, numbers, years, dates, times, currency, ordinals,
+phone numbers, numeric dates (12/25/2023, 2023-12-25), URLs and email addresses.
 
 Number words come from ``num2words`` (a maintained library with the English
 rules for cardinals, ordinals and years), read the American way (no "and"
@@ -28,6 +29,7 @@ MONTHS = {
     "Jan": "January", "Feb": "February", "Mar": "March", "Apr": "April", "May": "May", "Jun": "June", "Jul": "July",
     "Aug": "August", "Sep": "September", "Sept": "September", "Oct": "October", "Nov": "November", "Dec": "December",
 }
+_MONTH_ORDER = tuple(dict.fromkeys(MONTHS.values()))
 _MONTH_NAMES = "|".join(sorted(set(MONTHS.values()), key=len, reverse=True))
 _YEAR_CUES = "in|since|by|from|until|till|through|during|before|after|circa|of|year|around"
 _CURRENCY_NAMES = {"$": ("dollar", "cent"), "£": ("pound", "penny"), "€": ("euro", "cent")}
@@ -50,6 +52,14 @@ _PERCENT_RE = re.compile(r"(-?\d[\d,]*(?:\.\d+)?)\s?%")
 _ORDINAL_RE = re.compile(r"\b(\d[\d,]*)(st|nd|rd|th)\b", re.IGNORECASE)
 _DECIMAL_RE = re.compile(r"(?<![\d.])(-?)(\d[\d,]*)?\.(\d+)\b")
 _INTEGER_RE = re.compile(r"(?<![\w.])(-?)(\d{1,3}(?:,\d{3})+|\d+)\b")
+_URL_RE = re.compile(r"\b(?:https?://|www\.)[^\s<>\"']+", re.IGNORECASE)
+_EMAIL_RE = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_URL_SYMBOLS = {".": "dot", "/": "slash", "-": "dash", "_": "underscore", "@": "at", ":": "colon", "?": "question mark",
+                "=": "equals", "&": "and", "#": "hash", "%": "percent", "+": "plus", "~": "tilde"}
+_NUMERIC_DATE_RE = re.compile(r"(?<![\w/.])(\d{1,2})/(\d{1,2})/(\d{4})(?![\w/])")
+_ISO_DATE_RE = re.compile(r"(?<![\w-])(\d{4})-(\d{2})-(\d{2})(?![\w-])")
+_PHONE_RE = re.compile(r"(?<![\w+])(\+\d{1,3}[\s.-]?)?(\(\d{3}\)|\d{3})[\s.-]?(\d{3})[\s.-](\d{4})(?![\w-])")
+_INTERNATIONAL_RE = re.compile(r"(?<![\w+])\+(\d{1,3})((?:[\s.-]\d{1,4}){2,5})(?![\w-])")
 _SPACE_RE = re.compile(r"\s+")
 _ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
@@ -147,6 +157,52 @@ def _integer(match: re.Match[str]) -> str:
     return ("minus " if sign else "") + cardinal(_int(body))
 
 
+def _address(match: re.Match[str]) -> str:
+    """A URL or email address read out: "example dot com slash docs"; digits one by one; no scheme."""
+    text, tail = match.group(0), ""
+    while text and text[-1] in ".,;:!?)]":  # the sentence's punctuation, not the address's
+        text, tail = text[:-1], text[-1] + tail
+    text = re.sub(r"^https?://", "", text, flags=re.IGNORECASE)
+    words = []
+    for part in re.findall(r"[A-Za-z]+|\d|[^A-Za-z\d]", text):
+        if part.isdigit():
+            words.append(_ONES[int(part)])
+        elif part.isalpha():
+            words.append(" ".join(part.lower()) if part.lower() == "www" else part)
+        elif part in _URL_SYMBOLS:
+            words.append(_URL_SYMBOLS[part])
+    return " ".join(words) + tail
+
+
+def _calendar_date(month: int, day: int, year_: int) -> str | None:
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        return None
+    return f"{_MONTH_ORDER[month - 1]} {ordinal(day)}, {year(year_)}"
+
+
+def _numeric_date(match: re.Match[str]) -> str:
+    """12/25/2023 (month first, as in the US), or 25/12/2023 when the first number cannot be a month."""
+    first, second, year_ = int(match.group(1)), int(match.group(2)), int(match.group(3))
+    month, day = (second, first) if first > 12 else (first, second)
+    return _calendar_date(month, day, year_) or match.group(0)
+
+
+def _iso_date(match: re.Match[str]) -> str:
+    return _calendar_date(int(match.group(2)), int(match.group(3)), int(match.group(1))) or match.group(0)
+
+
+def _phone(match: re.Match[str]) -> str:
+    """555-123-4567 is read digit by digit, group by group: "five five five, one two three, four five six seven"."""
+    country, area, exchange, line = match.groups()
+    groups = ([f"plus {digits(country.strip(' .-+'))}"] if country else []) + [digits(area.strip("()")), digits(exchange), digits(line)]
+    return ", ".join(groups)
+
+
+def _international(match: re.Match[str]) -> str:
+    groups = [g for g in re.split(r"[\s.-]", match.group(2)) if g]
+    return ", ".join([f"plus {digits(match.group(1))}", *(digits(g) for g in groups)])
+
+
 def _initialism(match: re.Match[str]) -> str:
     """"U.S.A." is read letter by letter; its last dot still ends a sentence when one ends there."""
     letters = " ".join(match.group(1).replace(".", ""))
@@ -157,6 +213,12 @@ def _initialism(match: re.Match[str]) -> str:
 def spoken_form(text: str) -> str:
     """``text`` as it is read aloud; sentence punctuation is kept so a splitter still sees it."""
     text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    text = _URL_RE.sub(_address, text)
+    text = _EMAIL_RE.sub(_address, text)
+    text = _NUMERIC_DATE_RE.sub(_numeric_date, text)
+    text = _ISO_DATE_RE.sub(_iso_date, text)
+    text = _PHONE_RE.sub(_phone, text)
+    text = _INTERNATIONAL_RE.sub(_international, text)
     text = _NUMBER_SIGN_RE.sub("number ", text)
     text = _STREET_RE.sub("Street", _SAINT_RE.sub("Saint", text))
     text = _MONTH_ABBREV_RE.sub(lambda m: MONTHS[m.group(1)], text)

@@ -21,6 +21,7 @@ from .combine import Combiner
 from .playback import PlaybackClock, Schedule, vocoder_gate
 from .sampling import SamplingParams, generator_for
 from .scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits, FrameStream, StepScheduler
+from .voice_cache import reference_speaker
 
 
 def with_data(payload: Any, data: dict[str, Any]) -> Any:
@@ -235,7 +236,8 @@ class SpeakerEncoderStage:
     """Reference recording (or a preset voice) -> ``speaker_embedding`` in the payload.
 
     The embedding travels as a float32 CPU tensor, so the edge to the engine can
-    cross processes; the recording itself is dropped from the payload here.
+    cross processes; the recording itself is dropped from the payload here. A voice
+    the server keyed (``voice_key``) is embedded once and then read from the voice cache.
     """
 
     def __init__(self, encoder: Any, device: Any, model: str, stage: str):
@@ -248,10 +250,10 @@ class SpeakerEncoderStage:
     def process(self, payload: Any, ctx: Any = None) -> Any:
         data = dict(payload.data)
         wave = require(data, "ref_wave", self.model, self.stage)
-        if wave is None:
-            embedding = self.encoder.preset(int(require(data, "voice_index", self.model, self.stage)))
-        else:
-            embedding = self.encoder(wave.to(self.device))
+        embedding = reference_speaker(
+            data, wave, lambda ref: self.encoder(ref.to(self.device)),
+            lambda: self.encoder.preset(int(require(data, "voice_index", self.model, self.stage))),
+        )
         del data["ref_wave"]
         data["speaker_embedding"] = embedding.to("cpu", torch.float32).contiguous()
         return with_data(payload, data)

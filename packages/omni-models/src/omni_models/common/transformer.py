@@ -12,6 +12,13 @@ Two ways to run the same blocks:
   own position and with its own cache (``RowAttention``): the batched step of continuous
   batching (``omni_models.common.batch``).
 
+Tensor parallelism (``Decoder(config, shard=Shard(rank, size))``): each rank holds its slice of
+the heads and of the MLP (``omni_models.common.parallel``), and one all-reduce after each attention
+block and each MLP block restores the full residual stream (``attach`` gives the decoder its group).
+Its caches hold only the rank's heads (``kv_config``). A ``mirror`` (rank 0 of a group, see
+``omni_models.common.tp_engine``) sends every forward's inputs to the other ranks before running it,
+so all ranks step together.
+
 A request's output must not depend on who else is in its batch. CPU (and GPU) matrix kernels
 pick their blocking from the number of rows, so the same row can round differently in a batch
 of 1 and of 8. ``rows_linear`` therefore multiplies rows in fixed tiles of ``ROW_TILE`` (one
@@ -22,6 +29,7 @@ bits whatever the batch holds.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -29,6 +37,8 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .parallel import Shard, column_linear, row_linear
 
 #: Rows per GEMM in ``rows_linear``: each tile of rows is multiplied as its own matrix.
 ROW_TILE = 8
@@ -50,6 +60,13 @@ class TransformerConfig:
     @property
     def head_dim(self) -> int:
         return self.dim // self.heads
+
+    def per_rank(self, shard: Shard | None) -> TransformerConfig:
+        """The attention shape one rank holds (its heads; same head size): what its KV cache stores."""
+        if shard is None or shard.size == 1:
+            return self
+        heads = shard.split(self.heads, "attention heads")
+        return TransformerConfig(heads * self.head_dim, self.layers, heads, self.max_seq_len, self.mlp_ratio, self.rope_theta)
 
 
 def rows_linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -158,12 +175,22 @@ def _rotate(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
 
+Reduce = Callable[[torch.Tensor], torch.Tensor]
+
+
+def no_reduce(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
 class Attention(nn.Module):
-    def __init__(self, config: TransformerConfig):
+    """Self-attention over this rank's heads (all heads without TP); the output projection is
+    row-parallel, so its result is a partial sum under TP (the block all-reduces it)."""
+
+    def __init__(self, config: TransformerConfig, shard: Shard | None = None):
         super().__init__()
-        self.config = config
-        self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
-        self.out = nn.Linear(config.dim, config.dim, bias=False)
+        self.config = config.per_rank(shard)
+        self.qkv = column_linear(config.dim, (config.dim,) * 3, shard, what="attention width")
+        self.out = row_linear(config.dim, config.dim, shard, what="attention width")
 
     def forward(self, x: torch.Tensor, rope: torch.Tensor, layer: int, cache: Attend, linear: Linear) -> torch.Tensor:
         b, t, _ = x.shape
@@ -174,34 +201,49 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, config: TransformerConfig):
+    """Pre-norm attention block and SwiGLU MLP block; under TP one all-reduce ends each of them."""
+
+    def __init__(self, config: TransformerConfig, shard: Shard | None = None):
         super().__init__()
         hidden = config.dim * config.mlp_ratio
         self.attn_norm = RMSNorm(config.dim)
-        self.attn = Attention(config)
+        self.attn = Attention(config, shard)
         self.mlp_norm = RMSNorm(config.dim)
-        self.gate_up = nn.Linear(config.dim, 2 * hidden, bias=False)
-        self.down = nn.Linear(hidden, config.dim, bias=False)
+        self.gate_up = column_linear(config.dim, (hidden, hidden), shard, what="MLP hidden size")
+        self.down = row_linear(hidden, config.dim, shard, what="MLP hidden size")
 
-    def forward(self, x: torch.Tensor, rope: torch.Tensor, layer: int, cache: Attend, linear: Linear) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), rope, layer, cache, linear)
+    def forward(self, x: torch.Tensor, rope: torch.Tensor, layer: int, cache: Attend, linear: Linear, reduce: Reduce = no_reduce) -> torch.Tensor:
+        x = x + reduce(self.attn(self.attn_norm(x), rope, layer, cache, linear))
         gate, up = linear(self.gate_up, self.mlp_norm(x)).chunk(2, dim=-1)
-        return x + linear(self.down, F.silu(gate) * up)
+        return x + reduce(linear(self.down, F.silu(gate) * up))
 
 
 class Decoder(nn.Module):
     """Stack of causal blocks. ``forward(x, cache)`` continues the cached sequences by ``x``."""
 
-    def __init__(self, config: TransformerConfig):
+    def __init__(self, config: TransformerConfig, shard: Shard | None = None):
         super().__init__()
         self.config = config
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers))
+        self.shard = shard
+        self.kv_config = config.per_rank(shard)
+        self.blocks = nn.ModuleList(Block(config, shard) for _ in range(config.layers))
         self.norm = RMSNorm(config.dim)
         self.register_buffer("rope", rope_table(config), persistent=False)
+        self.reduce: Reduce = no_reduce
+        self.mirror = None
+        """Rank 0 of a TP group: sends each forward's inputs to the other ranks (``tp_engine``)."""
+
+    @property
+    def sharded(self) -> bool:
+        return self.shard is not None and self.shard.size > 1
+
+    def attach(self, reduce: Reduce) -> None:
+        """Give a sharded decoder its group's all-reduce (sum over the ranks, in place)."""
+        self.reduce = reduce
 
     def new_cache(self, batch: int = 1) -> KVCache:
         param = next(self.parameters())
-        return KVCache.empty(self.config, batch=batch, device=param.device, dtype=param.dtype)
+        return KVCache.empty(self.kv_config, batch=batch, device=param.device, dtype=param.dtype)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, *, invariant: bool = False) -> torch.Tensor:
         """``x`` ``[B, T, dim]`` continues ``cache``'s ``B`` sequences (all at one length)."""
@@ -215,17 +257,21 @@ class Decoder(nn.Module):
                 f"sequence of {start + t} positions exceeds the model's max_seq_len {limit}; "
                 "send shorter text or lower max_new_tokens"
             )
-        return self._run(x, self.rope[start : start + t].to(x.dtype), cache or NoCache(), rows_linear if invariant else plain_linear, t)
+        with self.mirror.prefill(x, cache, invariant) if self.mirror is not None else contextlib.nullcontext():
+            return self._run(x, self.rope[start : start + t].to(x.dtype), cache or NoCache(), rows_linear if invariant else plain_linear, t)
 
     def step(self, x: torch.Tensor, positions: torch.Tensor, rows: Attend) -> torch.Tensor:
         """One new position for each of ``B`` requests: ``x`` ``[B, dim]`` at ``positions`` ``[B]``
         -> ``[B, dim]``; ``rows`` holds each request's own cache (batch-invariant arithmetic)."""
-        rope = self.rope[positions].to(x.dtype)[:, None, None, :]
-        return self._run(x[:, None], rope, rows, rows_linear, 0)[:, 0]
+        with self.mirror.step(x, positions, rows) if self.mirror is not None else contextlib.nullcontext():
+            rope = self.rope[positions].to(x.dtype)[:, None, None, :]
+            return self._run(x[:, None], rope, rows, rows_linear, 0)[:, 0]
 
     def _run(self, x: torch.Tensor, rope: torch.Tensor, cache: Attend, linear: Linear, advance: int) -> torch.Tensor:
+        if self.sharded and self.reduce is no_reduce:
+            raise RuntimeError("a sharded decoder needs its TP group's all-reduce (Decoder.attach) before it runs")
         for layer, block in enumerate(self.blocks):
-            x = block(x, rope, layer, cache, linear)
+            x = block(x, rope, layer, cache, linear, self.reduce)
         if advance and isinstance(cache, KVCache):
             cache.advance(advance)
         return self.norm(x)

@@ -20,6 +20,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from .parallel import Shard, full_shape, read_shard, shard_specs
 from .sampling import stable_seed
 
 LOAD_FORMATS = ("dummy", "safetensors")
@@ -31,10 +32,15 @@ class CheckpointError(ValueError):
 
 
 def init_dummy(module: nn.Module, seed: int) -> nn.Module:
-    """Deterministic random weights: the same ``seed`` gives the same tensors on every machine."""
+    """Deterministic random weights: the same ``seed`` gives the same tensors on every machine.
+
+    A tensor-parallel rank's sharded parameters are cut from the same full tensors, so every TP
+    size gives the same model."""
     gen = torch.Generator(device="cpu")
+    specs = shard_specs(module)
     with torch.no_grad():
         for name, param in sorted(module.named_parameters()):
+            spec = specs.get(name)
             gen.manual_seed(stable_seed(seed, name))
             if param.dim() == 1:
                 if name.endswith("bias"):
@@ -42,12 +48,14 @@ def init_dummy(module: nn.Module, seed: int) -> nn.Module:
                 else:
                     param.fill_(1.0)
                 continue
-            fan_in = math.prod(param.shape[1:])
+            shape = full_shape(specs, name, param)
+            fan_in = math.prod(shape[1:])
             if isinstance(module.get_submodule(name.rsplit(".", 1)[0]) if "." in name else module, nn.Embedding):
                 std = 1.0 / math.sqrt(param.shape[1])
             else:
                 std = 1.0 / math.sqrt(fan_in)
-            param.copy_(torch.randn(param.shape, generator=gen) * std)
+            full = torch.randn(shape, generator=gen) * std
+            param.copy_(spec.cut(full) if spec is not None else full)
     return module
 
 
@@ -67,28 +75,37 @@ def _checkpoint_files(model_path: str | Path | None) -> list[Path]:
 
 
 def load_safetensors(module: nn.Module, model_path: str | Path | None, component: str) -> nn.Module:
-    """Copy the tensors stored under ``<component>.`` into ``module``, all or nothing."""
+    """Copy the tensors stored under ``<component>.`` into ``module``, all or nothing.
+
+    A tensor-parallel rank reads only its slice of each sharded tensor (``read_shard``); the
+    bytes it read are in ``module.checkpoint_bytes_read``."""
     prefix = component + "."
+    specs = shard_specs(module)
+    expected = {k: full_shape(specs, k, v) for k, v in module.state_dict().items()}
     found: dict[str, torch.Tensor] = {}
+    shapes: dict[str, tuple[int, ...]] = {}
     for path in _checkpoint_files(model_path):
         with safe_open(str(path), framework="pt") as handle:
             for key in handle.keys():  # noqa: SIM118 - safe_open is not a dict
                 if key.startswith(prefix):
-                    found[key[len(prefix) :]] = handle.get_tensor(key)
-    expected = dict(module.state_dict())
-    missing = sorted(set(expected) - set(found))
-    unexpected = sorted(set(found) - set(expected))
-    wrong = sorted(k for k in set(found) & set(expected) if tuple(found[k].shape) != tuple(expected[k].shape))
+                    name = key[len(prefix) :]
+                    shapes[name] = tuple(handle.get_slice(key).get_shape())
+                    if shapes[name] == expected.get(name):
+                        found[name] = read_shard(handle, key, specs.get(name))
+    missing = sorted(set(expected) - set(shapes))
+    unexpected = sorted(set(shapes) - set(expected))
+    wrong = sorted(k for k in set(shapes) & set(expected) if shapes[k] != expected[k])
     problems = []
     if missing:
         problems.append("missing " + ", ".join(prefix + k for k in missing[:5]) + (" ..." if len(missing) > 5 else ""))
     if unexpected:
         problems.append("unexpected " + ", ".join(prefix + k for k in unexpected[:5]) + (" ..." if len(unexpected) > 5 else ""))
     for k in wrong[:5]:
-        problems.append(f"{prefix}{k} has shape {tuple(found[k].shape)}, the model expects {tuple(expected[k].shape)}")
+        problems.append(f"{prefix}{k} has shape {shapes[k]}, the model expects {expected[k]}")
     if problems:
         raise CheckpointError(f"checkpoint {str(model_path)!r} does not fit component {component!r}: " + "; ".join(problems))
     module.load_state_dict(found, strict=True)
+    module.checkpoint_bytes_read = sum(t.numel() * t.element_size() for t in found.values())
     return module
 
 
@@ -101,12 +118,14 @@ def load_component(
     model_path: str | None,
     seed: int,
     device: str,
+    shard: Shard | None = None,
 ) -> nn.Module:
     """Get-or-load one component: a cache keyed by everything that determines its weights, so two
-    stages of one process that use the same component (e.g. a codec) share it."""
+    stages of one process that use the same component (e.g. a codec) share it. ``shard``: this
+    TP rank's slice (the builder takes it as ``shard``)."""
     if load_format not in LOAD_FORMATS:
         raise ValueError(f"load_format {load_format!r} is not supported; use one of: {', '.join(LOAD_FORMATS)}")
-    module = build(spec)
+    module = build(spec) if shard is None else build(spec, shard)
     if load_format == "dummy":
         init_dummy(module, stable_seed(seed, component))
     else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -18,6 +19,10 @@ from dataclasses import dataclass
 import torch
 
 from omni_runtime.errors import InvalidRequest
+
+from .state import StateReset
+
+log = logging.getLogger(__name__)
 
 # speak_lib.h constants (API revision 12).
 AUDIO_OUTPUT_SYNCHRONOUS = 2
@@ -56,7 +61,7 @@ class Synthesis:
         return self.pcm.shape[0] / self.sample_rate
 
 
-def _load_library() -> tuple[ctypes.CDLL, str]:
+def _load_library() -> tuple[ctypes.CDLL, str, str]:
     try:
         import espeakng_loader
     except ImportError as exc:  # pragma: no cover - declared dependency
@@ -87,14 +92,14 @@ def _load_library() -> tuple[ctypes.CDLL, str]:
     ]
     lib.espeak_Synth.restype = ctypes.c_int
     # espeak_Initialize wants the directory that *contains* espeak-ng-data.
-    return lib, os.path.dirname(data_path)
+    return lib, os.path.dirname(data_path), lib_path
 
 
 class EspeakEngine:
     """The process's libespeak-ng synthesiser in synchronous retrieval mode."""
 
     def __init__(self) -> None:
-        self._lib, data_dir = _load_library()
+        self._lib, data_dir, lib_path = _load_library()
         self._lock = threading.Lock()
         self._sink: list[bytes] | None = None
         self._abort = False
@@ -106,6 +111,11 @@ class EspeakEngine:
         self._callback = _SYNTH_CALLBACK(self._on_audio)
         self._lib.espeak_SetSynthCallback(self._callback)
         self._voice: str | None = None
+        # taken before the first utterance: every request starts from this state (identical requests, identical audio)
+        self._fresh = StateReset(lib_path)
+        if not self._fresh.available:
+            log.warning("libespeak-ng's generator state cannot be reset per request (%s): identical requests may get slightly different audio",
+                        f"symbols not found: {', '.join(self._fresh.missing)}" if self._fresh.missing else "no symbol table")
 
     def _on_audio(self, wav: ctypes.POINTER(ctypes.c_short), numsamples: int, _events: int) -> int:
         # NULL wav marks the end of synthesis; numsamples may be 0 mid-stream.
@@ -130,6 +140,8 @@ class EspeakEngine:
         rate = max(RATE_MIN, min(RATE_MAX, round(float(words_per_minute))))
         encoded = text.encode("utf-8") + b"\0"
         with self._lock:
+            self._fresh.restore()
+            self._voice = None  # selecting the voice again resets the voice-dependent state
             self._select_voice(voice)
             status = self._lib.espeak_SetParameter(ESPEAK_RATE, rate, 0)
             if status != EE_OK:

@@ -20,7 +20,13 @@ from .level import LevelNormalizer
 from .normalize import prepare
 from .resample import StreamingResampler
 
+
 #: OpenAI's preset voice names mapped to espeak-ng voices, so OpenAI clients work unchanged.
+def normalize_text(text: str) -> str:
+    """The text as the preprocessing stage hands it to the engine (``omni synthesize --print-normalized``)."""
+    return prepare(text).normalized
+
+
 OPENAI_VOICES = {
     "alloy": "en-us",
     "ash": "en-us+m3",

@@ -1,7 +1,8 @@
 """Fun-CosyVoice3 stages.
 
 preprocessing  text normalisation + byte tokens, limits, the speaker embedding (CAM++-style
-               encoder or a preset voice) and the reference's speech tokens (speech tokenizer);
+               encoder or a preset voice) and the reference's speech tokens (speech tokenizer; an uploaded
+               or inline voice: computed once, then read from the voice cache);
                the prepared request stays in ``_PREPARED_REQUESTS`` (process-local)
 tts_engine     speech-token LM (KV cache) generating one 6561-entry codebook at 25 Hz,
                streamed to the vocoder with the speaker embedding on the first chunk
@@ -15,6 +16,7 @@ from typing import Any
 
 import torch
 
+from omni_models.common import prepared
 from omni_models.common.ar import ARConfig
 from omni_models.common.audio import VOICES as VOICES  # the preset voices omni serve lists (GET /v1/audio/voices)
 from omni_models.common.audio import reference_audio, resample
@@ -29,14 +31,15 @@ from omni_models.common.components import (
     build_speaker_encoder,
 )
 from omni_models.common.flow import NoiseStream
+from omni_models.common.prepared import PreparedRequest, PreprocessingContext
 from omni_models.common.request import TOKENIZER, prepare_text_request
 from omni_models.common.sampling import SamplingParams, generator_for
-from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from omni_models.common.speaker import SpeakerEncoderConfig
+from omni_models.common.spec import EngineKnobs, LoaderKnobs, VocoderKnobs, apply_knobs
 from omni_models.common.stages import AREngine, AudioFormat, CodecVocoder, require, with_data
-from omni_models.common.weights import DEFAULT_SEED
+from omni_models.common.voice_cache import reference_artefacts
 
-from .handoff import MODEL, PreparedRequest, PreprocessingContext, preprocessing_context, put_prepared, register_context, take_prepared
+from .handoff import _PREPARED_REQUESTS, _PREPROCESSING_CONTEXT, EDGE, MODEL  # the contract's module state
 from .model import TokenFlowConfig, build_token_flow
 
 TOKEN_RATE_HOP = 960  # 25 Hz speech tokens at 24 kHz
@@ -48,6 +51,9 @@ FLOW = TokenFlowConfig(vocab=6561, speaker_dim=SPEAKER.embed_dim, n_mels=80, tok
 TOKEN_RATE = SPEECH_TOKENIZER.frame_rate
 MAX_CHARS = 400
 MAX_SECONDS = 30.0
+#: Knob defaults (the pipeline file declares the same with their types and ranges).
+ENGINE = EngineKnobs(chunk_frames=25, first_chunk_frames=8, top_k=25)
+VOCODER_KNOBS = ("load_format", "seed", "num_threads", "max_batch_size", "scheduler")
 
 
 def components() -> dict[str, Component]:
@@ -73,15 +79,18 @@ class Preprocessing:
         data = payload.data
         text = prepare_text_request(data, frame_rate=TOKEN_RATE, max_chars=MAX_CHARS, max_seconds=MAX_SECONDS)
         ref = reference_audio(data, SPEECH_TOKENIZER.sample_rate)
-        if ref is None:
-            speaker = self.speaker.preset(text.voice_index)
-            tokens = torch.zeros(1, 0, dtype=torch.long)
-        else:
-            ref = ref.to(self.device)
-            speaker = self.speaker(resample(ref[None], SPEECH_TOKENIZER.sample_rate, SPEAKER.sample_rate)[0])
-            tokens = self.tokenizer_quantizer.encode(self.tokenizer_encoder(ref)).cpu()
-        put_prepared(payload.request_id, PreparedRequest(text, speaker.cpu(), tokens))
+        found = reference_artefacts(data, ref, self._encode,
+                                    lambda: {"speaker": self.speaker.preset(text.voice_index), "prompt_tokens": torch.zeros(1, 0, dtype=torch.long)})
+        speaker, tokens = found["speaker"], found["prompt_tokens"]
+        prepared.put(_PREPARED_REQUESTS, payload.request_id, PreparedRequest(text, speaker.cpu(), tokens), model=MODEL)
         return with_data(payload, {"text": text.text, "num_prompt_tokens": tokens.shape[1]})
+
+
+    def _encode(self, ref: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Both artefacts of a recording: the CAM++ speaker embedding and the speech tokenizer's prompt tokens."""
+        ref = ref.to(self.device)
+        speaker = self.speaker(resample(ref[None], SPEECH_TOKENIZER.sample_rate, SPEAKER.sample_rate)[0])
+        return {"speaker": speaker, "prompt_tokens": self.tokenizer_quantizer.encode(self.tokenizer_encoder(ref)).cpu()}
 
 
 class TTSEngine:
@@ -89,9 +98,9 @@ class TTSEngine:
         self.engine = engine
 
     def process(self, payload: Any, ctx: Any) -> Any:
-        prepared = take_prepared(payload.request_id)
-        extra = {"speaker": prepared.speaker.to(torch.float32), "seed": prepared.text.seed}
-        total = self.engine.stream(ctx, prepared.text, prepared.speaker, prepared.prompt_tokens, extra=extra)
+        request = prepared.take(_PREPARED_REQUESTS, payload.request_id, model=MODEL, edge=EDGE)
+        extra = {"speaker": request.speaker.to(torch.float32), "seed": request.text.seed}
+        total = self.engine.stream(ctx, request.text, request.speaker, request.prompt_tokens, extra=extra)
         return with_data(payload, {"num_frames": total, "frame_rate": TOKEN_RATE})
 
 
@@ -108,45 +117,32 @@ class FlowFrontend:
         return lambda tokens: self.flow(tokens, speaker, noise)
 
 
-def build_preprocessing(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> Preprocessing:
-    stage = Preprocessing(Loader.create(load_format, model_path, seed, device, num_threads))
-    register_context(PreprocessingContext(speaker_dim=SPEAKER.embed_dim, tokenizer_vocab=TOKENIZER.vocab_size))
+def build_preprocessing(device: str | None = None, model_path: str | None = None, stage_name: str = "preprocessing", **knobs: Any) -> Preprocessing:
+    loader = apply_knobs(LoaderKnobs(), knobs, model=MODEL, stage=stage_name).loader(device, model_path)
+    stage = Preprocessing(loader)
+    prepared.register(_PREPROCESSING_CONTEXT, MODEL, PreprocessingContext(speaker_dim=SPEAKER.embed_dim, tokenizer_vocab=TOKENIZER.vocab_size))
     return stage
 
 
-def build_tts_engine(
-    load_format: str = "dummy",
-    model_path: str | None = None,
-    seed: int = DEFAULT_SEED,
-    device: str | None = None,
-    num_threads: int | None = 1,
-    chunk_frames: int = 25,
-    first_chunk_frames: int = 8,
-    temperature: float = 0.8,
-    top_k: int = 25,
-    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-    max_batch_tokens: int | None = None,
-) -> TTSEngine:
-    context = preprocessing_context()
-    if context.speaker_dim != AR.cond_dim or context.tokenizer_vocab != AR.text_vocab:
-        raise ValueError(
-            f"{MODEL}: preprocessing produces speaker dim {context.speaker_dim} / vocab {context.tokenizer_vocab}, "
-            f"the LM expects {AR.cond_dim} / {AR.text_vocab}"
-        )
-    loader = Loader.create(load_format, model_path, seed, device, num_threads)
+def build_tts_engine(device: str | None = None, model_path: str | None = None, stage_name: str = "tts_engine", **knobs: Any) -> TTSEngine:
+    prepared.context_of(_PREPROCESSING_CONTEXT, MODEL, EDGE).check(AR.cond_dim, AR.text_vocab, MODEL)
+    settings = apply_knobs(ENGINE, knobs, model=MODEL, stage=stage_name)
+    loader = settings.loader(device, model_path)
     return TTSEngine(
         AREngine(
-            model_name=MODEL, model=loader.get(components(), "llm"), seed=seed, params=SamplingParams(temperature, top_k),
-            chunk_frames=chunk_frames, first_chunk_frames=first_chunk_frames, batching=BatchLimits(max_batch_size, max_batch_tokens), stage="tts_engine",
+            model_name=MODEL, model=loader.get(components(), "llm"), seed=settings.seed, params=SamplingParams(settings.temperature, settings.top_k),
+            chunk_frames=settings.chunk_frames, first_chunk_frames=settings.first_chunk_frames, batching=settings.batching, stage=stage_name,
+            schedule=settings.schedule(TOKEN_RATE),
         )
     )
 
 
-def build_vocoder(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1, max_batch_size: int | None = None) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, device, num_threads)
+def build_vocoder(device: str | None = None, model_path: str | None = None, stage_name: str = "vocoder", **knobs: Any) -> CodecVocoder:
+    settings = apply_knobs(VocoderKnobs(), knobs, model=MODEL, stage=stage_name, names=VOCODER_KNOBS)
+    loader = settings.loader(device, model_path)
     return CodecVocoder(
-        max_batch_size=max_batch_size,
-        model=MODEL, stage="vocoder", frontend=FlowFrontend(loader.get(components(), "flow"), seed, loader.device),
+        max_batch_size=settings.max_batch_size, scheduler=settings.scheduler,
+        model=MODEL, stage=stage_name, frontend=FlowFrontend(loader.get(components(), "flow"), settings.seed, loader.device),
         decoder=loader.get(components(), "hift"),
         audio=AudioFormat(MEL_VOCODER.sample_rate, MEL_VOCODER.channels), device=loader.device,
     )

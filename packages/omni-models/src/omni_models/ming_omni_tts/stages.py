@@ -3,7 +3,8 @@
 preprocessing     text normalisation + byte tokens, limits, voice, and the reference recording
                   at 44.1 kHz, all in the payload
 reference_encode  speaker encoder -> ``spk_emb`` ``[64]`` and the audio VAE encoder ->
-                  ``prompt_latent`` ``[32, frames]``, both sent as tensors in the payload
+                  ``prompt_latent`` ``[32, frames]``, both sent as tensors in the payload (an
+                  uploaded or inline voice: computed once, then read from the voice cache)
 tts_engine        AR transformer (KV cache) with a flow-matching head generating 25 Hz
                   continuous latents, streamed to audio_decode
 audio_decode      latent decoder: 25 Hz latents -> 44.1 kHz mono, streamed to the client
@@ -11,6 +12,7 @@ audio_decode      latent decoder: 25 Hz latents -> 44.1 kHz mono, streamed to th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,9 +26,10 @@ from omni_models.common.preprocessing import ReferencePreprocessing
 from omni_models.common.request import TextRequest
 from omni_models.common.sampling import generator_for
 from omni_models.common.speaker import SpeakerEncoderConfig
+from omni_models.common.spec import LoaderKnobs, VocoderKnobs, apply_knobs
 from omni_models.common.stages import AudioFormat, CodecVocoder, is_cancelled, require, with_data
 from omni_models.common.stages import chunk_frames as group_frames
-from omni_models.common.weights import DEFAULT_SEED
+from omni_models.common.voice_cache import reference_artefacts
 
 from .model import LatentARConfig, build_latent_ar, generate_latents
 
@@ -57,17 +60,19 @@ class ReferenceEncode:
     def process(self, payload: Any, ctx: Any = None) -> Any:
         data = dict(payload.data)
         wave = require(data, "ref_wave", MODEL, "reference_encode")
-        if wave is None:
-            spk_emb = self.speaker.preset(int(require(data, "voice_index", MODEL, "reference_encode")))
-            prompt_latent = torch.zeros(VAE.latent_dim, 0)
-        else:
-            wave = wave.to(self.device)
-            spk_emb = self.speaker(resample(wave[None], VAE.sample_rate, SPEAKER.sample_rate)[0])
-            prompt_latent = self.encoder(wave)
+        found = reference_artefacts(data, wave, self._encode, lambda: {
+            "spk_emb": self.speaker.preset(int(require(data, "voice_index", MODEL, "reference_encode"))),
+            "prompt_latent": torch.zeros(VAE.latent_dim, 0),
+        })
         del data["ref_wave"]
-        data["spk_emb"] = spk_emb.detach().to("cpu", torch.float32).contiguous()
-        data["prompt_latent"] = prompt_latent.detach().to("cpu", torch.float32).contiguous()
+        for name, tensor in found.items():
+            data[name] = tensor.detach().to("cpu", torch.float32).contiguous()
         return with_data(payload, data)
+
+    def _encode(self, wave: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Both artefacts of a recording: the speaker embedding and the VAE's prompt latents."""
+        wave = wave.to(self.device)
+        return {"spk_emb": self.speaker(resample(wave[None], VAE.sample_rate, SPEAKER.sample_rate)[0]), "prompt_latent": self.encoder(wave)}
 
 
 class TTSEngine:
@@ -106,29 +111,34 @@ def build_preprocessing() -> ReferencePreprocessing:
     return ReferencePreprocessing(VAE.frame_rate, VAE.sample_rate, MAX_CHARS, MAX_SECONDS)
 
 
-def build_reference_encode(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1) -> ReferenceEncode:
-    return ReferenceEncode(Loader.create(load_format, model_path, seed, device, num_threads))
+@dataclass(frozen=True)
+class LatentEngineKnobs(LoaderKnobs):
+    """The latent engine's knobs (the pipeline file declares the same with types and ranges)."""
+
+    chunk_frames: int = 10
+    first_chunk_frames: int = 3
 
 
-def build_tts_engine(
-    load_format: str = "dummy",
-    model_path: str | None = None,
-    seed: int = DEFAULT_SEED,
-    device: str | None = None,
-    num_threads: int | None = 1,
-    chunk_frames: int = 10,
-    first_chunk_frames: int = 3,
-) -> TTSEngine:
-    if chunk_frames < 1 or first_chunk_frames < 1:
-        raise ValueError(f"chunk_frames and first_chunk_frames must be >= 1, got {chunk_frames} and {first_chunk_frames}")
-    return TTSEngine(Loader.create(load_format, model_path, seed, device, num_threads), chunk_frames, first_chunk_frames)
+DECODE_KNOBS = ("load_format", "seed", "num_threads", "max_batch_size", "scheduler")
 
 
-def build_audio_decode(load_format: str = "dummy", model_path: str | None = None, seed: int = DEFAULT_SEED, device: str | None = None, num_threads: int | None = 1, max_batch_size: int | None = None) -> CodecVocoder:
-    loader = Loader.create(load_format, model_path, seed, device, num_threads)
+def build_reference_encode(device: str | None = None, model_path: str | None = None, stage_name: str = "reference_encode", **knobs: Any) -> ReferenceEncode:
+    return ReferenceEncode(apply_knobs(LoaderKnobs(), knobs, model=MODEL, stage=stage_name).loader(device, model_path))
+
+
+def build_tts_engine(device: str | None = None, model_path: str | None = None, stage_name: str = "tts_engine", **knobs: Any) -> TTSEngine:
+    settings = apply_knobs(LatentEngineKnobs(), knobs, model=MODEL, stage=stage_name)
+    if settings.chunk_frames < 1 or settings.first_chunk_frames < 1:
+        raise ValueError(f"chunk_frames and first_chunk_frames must be >= 1, got {settings.chunk_frames} and {settings.first_chunk_frames}")
+    return TTSEngine(settings.loader(device, model_path), settings.chunk_frames, settings.first_chunk_frames)
+
+
+def build_audio_decode(device: str | None = None, model_path: str | None = None, stage_name: str = "audio_decode", **knobs: Any) -> CodecVocoder:
+    settings = apply_knobs(VocoderKnobs(), knobs, model=MODEL, stage=stage_name, names=DECODE_KNOBS)
+    loader = settings.loader(device, model_path)
     return CodecVocoder(
-        max_batch_size=max_batch_size,
-        model=MODEL, stage="audio_decode", frontend=lambda first_chunk: (lambda latents: latents),
+        max_batch_size=settings.max_batch_size, scheduler=settings.scheduler,
+        model=MODEL, stage=stage_name, frontend=lambda first_chunk: (lambda latents: latents),
         decoder=loader.get(components(), "audio_vae.decoder"),
         audio=AudioFormat(VAE.sample_rate, VAE.channels), device=loader.device, key="latents",
     )

@@ -133,7 +133,7 @@ def check_options(args: argparse.Namespace) -> None:
             try:
                 import matplotlib  # noqa: F401 - only whether it imports
             except ImportError:
-                problems.append("error: --plot needs matplotlib, which is not installed\n  rule: plotting is an optional extra of omni-runtime\n  fix:  pip install 'omni-runtime[plot]'")
+                problems.append(f"error: --plot needs matplotlib, which is not installed\n  rule: plotting is an optional extra of omni-runtime\n  fix:  {plot_install_command()}")
     if problems:
         raise BenchUsageError("\n".join(problems))
 
@@ -154,3 +154,16 @@ def flatten(groups: list[list[int]] | None, default: list[int]) -> list[int]:
     if not groups:
         return default
     return list(dict.fromkeys(v for group in groups for v in group))
+
+
+def plot_install_command() -> str:
+    """A command that installs the plot extra here: from this source tree when omni-runtime runs from a clone
+    (it is not on a package index), else matplotlib itself."""
+    from pathlib import Path
+
+    import omni_runtime
+
+    source = Path(omni_runtime.__file__).resolve().parents[2]  # packages/omni-runtime in a clone
+    if (source / "pyproject.toml").is_file():
+        return f"pip install -e '{source}[plot]'"
+    return "pip install 'matplotlib>=3.7'"

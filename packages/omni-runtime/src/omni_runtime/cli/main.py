@@ -6,8 +6,10 @@ checkpoint; see :mod:`omni_runtime.cli.selection`), applies dotted overrides
 (``--stages.vocoder.process vocoder``) and compiles once, so what ``omni
 topology`` prints is exactly what ``omni serve`` spawns.
 
-Exit codes: 0 success; 1 a mistake the user fixes (config, port, output path);
-2 a tool failure (unreadable file, a stage that fails to start or to run).
+Exit codes (see :mod:`.cli_errors`): 0 success; 1 a mistake the user fixes
+(a flag or OMNI_* variable, a config file, an unknown model or voice, a port,
+an output path); 2 a failure (a stage that fails to start or to run, invalid
+audio, out of memory).
 """
 
 from __future__ import annotations
@@ -44,13 +46,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     rest, overrides = split_overrides(argv)
     parser = build_parser()
-    args, unknown = parser.parse_known_args(rest)
-    if unknown and getattr(args, "func", None) is not _bench_missing:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        args, unknown = parser.parse_known_args(rest)
+        if unknown and getattr(args, "func", None) is not _bench_missing:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    except SystemExit as exc:  # argparse exits 2 on a usage error; for omni every user mistake is 1
+        if exc.code == 2:
+            return 1
+        raise
     args.overrides = overrides
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
-        return 2
+        return 1
     if getattr(args, "log_level", None):
         from .. import logs
 
@@ -82,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
+    from ..serving.gate import DEFAULT_MAX_INFLIGHT
+
     serve = _subparser(sub, "serve", "serve the pipeline over HTTP (POST /v1/audio/speech, /v1/models, /health, /metrics)")
     _runtime_args(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s, local only)")
@@ -96,9 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-inflight",
         type=positive_int,
-        default=None,
+        default=DEFAULT_MAX_INFLIGHT,
         metavar="N",
-        help="requests in flight at most; past it the server answers 429 at once (default: no bound)",
+        help="speech requests in flight at most, checked when a request's headers arrive: "
+        "past it the server answers 429 with Retry-After at once, before reading the body (default: %(default)s)",
     )
     serve.add_argument(
         "--shutdown-grace",
@@ -115,10 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     synth = _subparser(sub, "synthesize", "synthesize one utterance to an audio file through the same runtime")
     synth.add_argument("text", help="the text to speak")
-    synth.add_argument("-o", "--output", required=True, help="output file ('-' writes to stdout)")
+    synth.add_argument("-o", "--output", default=None, help="output file ('-' writes to stdout); required unless --print-normalized")
+    synth.add_argument(
+        "--print-normalized", action="store_true",
+        help="print the text as the pipeline will speak it (numbers, dates, phone numbers, URLs spelled out) and exit without synthesizing",
+    )
     _runtime_args(synth)
     synth.add_argument("--voice", default=None, help="voice name passed to the pipeline")
     synth.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4.0 (default: %(default)s)")
+    from .request_flags import add_request_flags
+
+    add_request_flags(synth)
     synth.add_argument(
         "--format",
         choices=sorted(set(SUFFIX_FORMATS.values())),
@@ -131,7 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_pipeline_arguments(topo, runs=False)
     topo.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: %(default)s)")
     add_backend_args(topo)
-    topo.add_argument("--device", default=None, help="with --backend ray: 'cpu' places the processes without GPUs (default: the declared placement)")
+    topo.add_argument(
+        "--device", default=None, choices=["auto", "cpu", "cuda"],
+        help="with --backend ray, as for serve: 'auto' (the default there) places the declared GPUs when torch sees CUDA, "
+        "else every process without GPUs; 'cpu' never asks for GPUs",
+    )
     topo.add_argument("--startup-timeout", type=float, default=120.0, help="with --backend ray: seconds every process gets to start (default: %(default)s)")
     topo.set_defaults(func=_cmd_topology)
 
@@ -158,6 +179,14 @@ def _runtime_args(parser: argparse.ArgumentParser) -> None:
         default=300.0,
         metavar="SECONDS",
         help="deadline of each request; past it the request fails and is cancelled in every stage (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=nonnegative_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a ready worker silent this long (frozen, or a stage blocking its event loop) is killed and restarted "
+        "under its policy, its requests failed at once; 0 turns it off (default: %(default)s)",
     )
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level of the server and every worker (default: %(default)s)")
     parser.add_argument("--log-format", default="text", choices=["text", "json"], help="one line per event as text, or as one JSON object (default: %(default)s)")
@@ -194,6 +223,8 @@ def _bench_missing(args: argparse.Namespace) -> int:
 
 def _cmd_topology(args: argparse.Namespace) -> int:
     kwargs = backend_kwargs(args)
+    if kwargs["backend"] == "ray" and args.device is None:
+        args.device = "auto"  # the processes really start: the device means what it means for serve and synthesize
     pipeline = load_pipeline(args, _stderr)
     from omni_compiler import render
 
@@ -215,18 +246,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ..serving.guard import ConnectionLimits
     from ..serving.request import SpeechLimits
     from ..serving.server import ServeOptions, bind, serve_runtime
-    from ..serving.voices import build_info, voices_of
+    from ..serving.voices import build_info
 
     pipeline = load_pipeline(args, _stderr)
     models = tuple(dict.fromkeys(args.served_model_name or [pipeline.model_id]))
     settings = ServingSettings(
         models=models,
         limits=SpeechLimits(max_input_chars=args.max_input_chars, max_body_bytes=args.max_body_bytes),
-        voices=voices_of(pipeline.topology),
         api_key=args.api_key or None,
         allowed_origins=tuple(args.allowed_origins),
         body_timeout=args.body_timeout,
         build=build_info(pipeline.topology),
+        voices_dir=args.voices_dir,
     )
     options = ServeOptions(
         host=args.host,
@@ -235,7 +266,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         shutdown_grace=args.shutdown_grace,
         root_path=args.root_path.rstrip("/"),
         keep_alive=args.keep_alive_timeout,
-        connections=ConnectionLimits(header_timeout=args.header_timeout, max_connections=args.max_connections),
+        connections=ConnectionLimits(header_timeout=args.header_timeout, body_timeout=args.body_timeout, max_connections=args.max_connections),
+        max_inflight=args.max_inflight,
     )
     sock = bind(options.host, options.port)
 
@@ -256,12 +288,20 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         raise UserError("error: the text is empty\n  fix:  pass the words to speak, e.g. omni synthesize \"Hello.\" -o out.wav")
     if not MIN_SPEED <= args.speed <= MAX_SPEED:
         raise UserError(f"error: --speed = {args.speed}\n  rule: speed must be between {MIN_SPEED} and {MAX_SPEED}\n  fix:  pass --speed 1.0")
+    if args.print_normalized:
+        print(_normalizer(load_pipeline(args, _stderr))(args.text))
+        return 0
+    if args.output is None:
+        raise UserError("error: -o/--output is missing\n  rule: synthesize writes an audio file\n  fix:  pass -o out.wav (or -o - for stdout)")
     fmt = output_format(args.output, args.format)
     out = None if args.output == "-" else Path(args.output)
     if out is not None and not out.parent.is_dir():
         raise UserError(f"error: -o {args.output}\n  rule: the folder {str(out.parent)!r} does not exist\n  fix:  create it or write somewhere else")
     pipeline = load_pipeline(args, _stderr)
     data = {"text": args.text, "voice": args.voice, "speed": float(args.speed), "response_format": fmt, "stream": False}
+    from .request_flags import request_fields
+
+    data.update(request_fields(args))
 
     async def run() -> Any:
         runtime = _runtime(pipeline, args, log=_stderr)
@@ -288,6 +328,21 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
 # -- shared -----------------------------------------------------------------
 
 
+def _normalizer(pipeline: Pipeline) -> Any:
+    """``normalize_text(text)`` of the entry stage's factory module: the text as that pipeline speaks it."""
+    import importlib
+
+    topology = pipeline.topology
+    entry = next(s for s in topology.stages if s.name == topology.entry_stage)
+    module_name = entry.factory.partition(":")[0]
+    normalize = getattr(importlib.import_module(module_name), "normalize_text", None)
+    if not callable(normalize):
+        raise UserError(f"error: --print-normalized\n  rule: the entry stage's module {module_name} defines no normalize_text(text), "
+                        "so the spoken form cannot be shown without running the pipeline\n"
+                        "  fix:  synthesize and listen, or add normalize_text to that module")
+    return normalize
+
+
 def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
     from omni_runtime import Runtime
 
@@ -301,6 +356,7 @@ def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
         max_inflight=getattr(args, "max_inflight", None),
         log_level=getattr(args, "log_level", "warning"),
         log_format=getattr(args, "log_format", "text"),
+        heartbeat_timeout=getattr(args, "heartbeat_timeout", 30.0) or None,
         **backend_kwargs(args),
     )
 

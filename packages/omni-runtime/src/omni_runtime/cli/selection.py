@@ -6,7 +6,10 @@ same words, resolved here once so they cannot drift apart:
 - ``--model ID|FILE``: the pipeline, a registered model id or a pipeline YAML file;
 - ``--config FILE``: a pipeline file or a deployment file (``extends:``), instead of ``--model``;
 - ``--weights DIR``: a local safetensors checkpoint; every stage that loads weights (its
-  ``factory_args`` declare ``load_format``) reads it with ``load_format: safetensors``;
+  ``factory_args`` declare ``load_format``) reads it with ``load_format: safetensors``. A model
+  with an ``omni.checkpoints`` resolver (:mod:`omni_runtime.cli.checkpoints`) has it verified first,
+  found in the local Hugging Face cache when absent, and may be served by the pipeline the
+  resolver names (``bosonai/higgs-tts-3-4b`` with the published checkpoint runs the real model);
 - ``--model-path``: the old name of ``--model``, accepted with a warning for one release;
 - ``--device auto|cpu|cuda``: ``auto`` runs the declared GPU placement when torch sees CUDA and
   otherwise the CPU, saying so in one line.
@@ -105,9 +108,18 @@ def load_pipeline(args: argparse.Namespace, announce: Any) -> Pipeline:
         )
     overrides = list(getattr(args, "overrides", ()))
     weights = getattr(args, "weights", None)
-    config = _load(args.config, model, overrides)
+    pipeline = model  # the registered pipeline that runs; the command serves it under ``model``
+    if getattr(args, "device", None) is not None and not args.config:  # a command that runs stages: find and verify a published checkpoint
+        from .checkpoints import CheckpointProblem, resolve_checkpoint
+
+        try:
+            found = resolve_checkpoint(model, weights)
+        except CheckpointProblem as exc:
+            raise UserError(f"error: {exc}") from None
+        weights, pipeline = found.directory, found.pipeline or model
+    config = _load(args.config, pipeline, overrides)
     if weights is not None:
-        config = _load(args.config, model, [*weights_overrides(config, checkpoint_dir(weights), overrides), *overrides])
+        config = _load(args.config, pipeline, [*weights_overrides(config, checkpoint_dir(weights), overrides), *overrides])
     if args.config:
         model_id = model or config.name or Path(args.config).stem
     else:

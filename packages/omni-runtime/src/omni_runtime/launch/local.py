@@ -112,7 +112,9 @@ class LocalBackend(Backend):
 
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, **options: object) -> None:
+        if options:
+            raise ValueError(f"the local backend takes no options, got {', '.join(sorted(options))}")
         self.workers: list[LocalWorker] = []
 
     async def launch(self, launch: WorkerLaunch) -> LocalWorker:

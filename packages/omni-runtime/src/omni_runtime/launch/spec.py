@@ -1,7 +1,7 @@
 """What a backend is given to start one worker, and what it reports when the worker is gone.
 
 Both are plain JSON-able values: a backend may start the worker anywhere (a
-spawned process here, a Ray actor on another node) as long as it ends up
+spawned process here, an actor on another node) as long as it ends up
 calling :func:`omni_runtime.worker.entry.run_worker` with
 :meth:`WorkerLaunch.to_json`.
 """
@@ -23,7 +23,7 @@ class WorkerLaunch:
     ``RunDir.to_dict()``, ``options`` the ``WorkerOptions`` as a dict.
     ``parent_pid``: the owner process to watch on this host (the worker exits
     when it dies); ``None`` where the backend ties the worker's life to the
-    owner itself (a Ray actor). ``sys_path``: import path entries the worker
+    owner itself (a cluster actor). ``sys_path``: import path entries the worker
     adds (a local child sees what the parent could import). ``attempt``: 0
     for the first start, then the restart count (for logs).
     """

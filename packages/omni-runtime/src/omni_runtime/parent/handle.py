@@ -3,48 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import RequestCancelled
-from ..flow import CreditReturn
-
-if TYPE_CHECKING:
-    from .runtime import Runtime
-
-END = object()
-"""Queued after a request's last output chunk."""
-
-
-@dataclass
-class Inflight:
-    """The parent's record of one request in flight: where it runs and how to complete it."""
-
-    rid: str
-    binding: dict[str, int]
-    instances: frozenset[str]
-    future: asyncio.Future[dict[str, Any]]
-    chunks: asyncio.Queue[Any]
-    """``(origin instance, chunk)`` pairs of the terminal stage's output, then :data:`END`."""
-    timings: dict[str, float] = field(default_factory=dict)
-    submitted: float = 0.0
-    deadline: float | None = None
-    """Epoch seconds; the request fails and is cancelled everywhere once it passes."""
-    expiry: asyncio.TimerHandle | None = None
-    credits: CreditReturn = field(default_factory=CreditReturn)
-    untaken: Counter[str] = field(default_factory=Counter)
-    """Output chunks received per origin instance that no stream() took yet (their credit is still out)."""
-    auto_credit: bool = False
-    """Nobody streams (only ``result()`` is awaited): give credit back on arrival."""
+from .requests import END, Inflight, RequestTable
 
 
 class RequestHandle:
     """One admitted request: stream its output chunks, await its result, or cancel it."""
 
-    def __init__(self, runtime: Runtime, inflight: Inflight) -> None:
-        self._runtime = runtime
+    def __init__(self, table: RequestTable, inflight: Inflight) -> None:
+        self._table = table
         self._inflight = inflight
         self.request_id = inflight.rid
 
@@ -80,7 +50,7 @@ class RequestHandle:
                     raise self._inflight.future.exception()  # type: ignore[misc]
                 return
             origin, chunk = item
-            self._runtime._chunk_taken(self._inflight, origin)
+            self._table.chunk_taken(self._inflight, origin)
             yield chunk
 
     async def result(self) -> dict[str, Any]:
@@ -90,9 +60,9 @@ class RequestHandle:
         pile up here instead of holding the terminal stage back.
         """
         if not self._inflight.auto_credit:
-            self._runtime._credit_on_arrival(self._inflight)
+            self._table.credit_on_arrival(self._inflight)
         return await asyncio.shield(self._inflight.future)
 
     async def cancel(self) -> None:
         """Abort the request in every stage of every process it is bound to."""
-        await self._runtime._cancel(self._inflight, RequestCancelled())
+        await self._table.cancel(self._inflight, RequestCancelled())

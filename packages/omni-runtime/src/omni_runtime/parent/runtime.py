@@ -1,5 +1,14 @@
 """The parent side: start the run, admit requests, collect results, keep workers alive, stop.
 
+:class:`Runtime` composes the parent's parts, each an object with its own
+narrow interface: a :class:`~.requests.RequestTable` (requests in flight,
+finish, cancel, output credit), :class:`~.admission.Admission` (the table,
+the replica chooser and the plane), a :class:`~.results.ResultRouter` (the
+table and the supervisor), a :class:`~omni_runtime.control.ControlSender` (control
+messages that never fail in silence), and a
+:class:`~omni_runtime.launch.Backend` that owns both launching the workers
+and the data plane to them.
+
 The parent never imports a stage factory and is not on the stage-to-stage data
 path: it sends the entry payload to the entry stage's process and receives the
 terminal result (and streamed output chunks). Workers hand payloads to each
@@ -13,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import importlib
 import logging
 import os
 import sys
@@ -23,27 +33,27 @@ from typing import Any
 from omni_compiler.topology import CompiledTopology
 
 from .. import envelope as E
-from ..errors import RequestFailed, StartupError
-from ..launch import Backend, LaunchedWorker, LocalBackend, WorkerLaunch
-from ..routing import ReplicaChooser, Router
-from ..supervision import READY, STARTING, Supervisor
-from ..worker import WorkerOptions
-from .admission import Admission
-from .handle import Inflight
-from .inbound import ParentInbound
+from ..control import ControlSender
+from ..distributed.launch import RendezvousBook
+from ..distributed.topology import group_health
+from ..errors import RequestFailed, RuntimeNotRunning, StartupError
+from ..launch import Backend, LaunchedWorker, RunSetup, WorkerLaunch, backend_named
+from ..launch.registry import placement_notes
+from ..routing import ReplicaChooser, Router, instance_pairs
+from ..supervision import STARTING, HeartbeatWatch, Supervisor
+from ..worker.options import WorkerOptions
+from .admission import Admission, AdmissionLimits
+from .handle import RequestHandle
+from .requests import RequestTable
+from .results import ResultRouter
 from .sync import SyncRuntime
+from .watch import STATUS_READY, STATUS_STARTING, STATUS_UNHEALTHY, InstanceWatch, serving_status
 
 log = logging.getLogger("omni.runtime")
 
-BACKENDS = ("local", "ray")
-
-STATUS_STARTING = "starting"
-STATUS_READY = "ready"
-STATUS_DEGRADED = "degraded"
-STATUS_UNHEALTHY = "unhealthy"
 
 
-class Runtime(Admission, ParentInbound):
+class Runtime:
     """Run a compiled topology as real OS processes (see the package README)."""
 
     def __init__(
@@ -62,24 +72,29 @@ class Runtime(Admission, ParentInbound):
         request_timeout: float = 300.0,
         max_inflight: int | None = None,
         backend: str | Backend = "local",
-        ray_address: str | None = None,
         log_level: str | None = None,
         log_format: str = "text",
+        heartbeat_timeout: float | None = 30.0,
+        **backend_options: Any,
     ) -> None:
         """``topology``: a :class:`CompiledTopology` or a ``PipelineConfig`` (compiled here, once).
 
-        ``backend``: ``"local"`` spawns one OS process per instance on this machine;
-        ``"ray"`` runs each instance as a Ray actor placed from ``processes.<P>.ray``
-        (``ray_address`` as ``ray.init`` takes it, ``"auto"`` included; without one a
-        local Ray is started and stopped with the runtime); or any
+        ``backend``: a name from :data:`omni_runtime.launch.registry.BUILTIN`
+        (``"local"`` spawns one OS process per instance on this machine; the
+        cluster backend places each instance on a node, see the README), built
+        with ``backend_options`` (the cluster backend's address, say); or any
         :class:`~omni_runtime.launch.Backend`. ``log``: where the process table and the
         ready line go (default: the ``omni.runtime`` logger). ``log_level``/``log_format``:
-        the workers' logging (default: this process's level, text).
+        the workers' logging (default: this process's level, text), on every backend.
+        ``heartbeat_timeout``: a ready worker that sent no heartbeat for this many seconds
+        (frozen, or a stage blocking its event loop) is killed and restarted under its
+        policy, its requests failed at once (``process_died``); None turns it off.
         """
-        if isinstance(backend, str) and backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-        if ray_address is not None and backend != "ray":
-            raise ValueError("ray_address is only used with backend='ray'")
+        if isinstance(backend, str):
+            backend_options = {k: v for k, v in backend_options.items() if v is not None}
+            backend = backend_named(backend, **backend_options)
+        elif backend_options:
+            raise ValueError(f"backend options ({', '.join(sorted(backend_options))}) are for a backend given by name")
         if not isinstance(topology, CompiledTopology):
             from omni_compiler import compile as compile_topology
 
@@ -89,12 +104,15 @@ class Runtime(Admission, ParentInbound):
             raise ValueError(f"device must be None, 'cpu' or 'cuda', got {device!r}")
         if request_timeout <= 0:
             raise ValueError(f"request_timeout must be > 0 seconds, got {request_timeout}")
+        if heartbeat_timeout is not None and heartbeat_timeout <= 0:
+            raise ValueError(f"heartbeat_timeout must be > 0 seconds (or None for no heartbeat), got {heartbeat_timeout}")
         if max_inflight is not None and max_inflight < 1:
             raise ValueError(f"max_inflight must be at least 1 (or None for no bound), got {max_inflight}")
         self.device = device
         self.startup_timeout = startup_timeout
         self.log = log or log_info
         self.router = Router(topology)
+        self._rendezvous = RendezvousBook(topology, startup_timeout)
         self.chooser = ReplicaChooser(self.router, replica_policy)
         level = log_level or logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
         self.options = WorkerOptions(
@@ -105,22 +123,28 @@ class Runtime(Admission, ParentInbound):
             shm_budget_bytes=shm_budget_bytes,
             log_level=level if level in ("critical", "error", "warning", "info", "debug") else "info",
             log_format=log_format,
+            heartbeat_interval=min(1.0, heartbeat_timeout / 4) if heartbeat_timeout else 0.0,
         )
+        self.heartbeat_timeout = heartbeat_timeout
+        self._heartbeats: HeartbeatWatch | None = None
         self.send_timeout = send_timeout
         self.request_timeout = request_timeout
         self.max_inflight = max_inflight
-        self.backend_name = backend if isinstance(backend, str) else backend.name
-        self.backend: Backend | None = backend if not isinstance(backend, str) else (LocalBackend() if backend == "local" else None)
-        self.ray_address = ray_address
-        self._ray: Any = None
-        self.supervisor = None
+        self.backend: Backend = backend
+        self.backend_name = backend.name
+        self.supervisor: Supervisor | None = None
         self.run: Any = None
         self._guard: Any = None
-        self._plane = None
+        self._plane: Any = None
         self._recv_task: asyncio.Task[None] | None = None
-        self._inflight: dict[str, Inflight] = {}
-        self._load = {i.name: 0 for i in topology.instances}
-        self._admitting = 0
+        # the parts, each over the others' narrow interfaces
+        self.watch = InstanceWatch()
+        self.control = ControlSender()
+        self.table = RequestTable((i.name for i in topology.instances), self.control, self.watch.is_ready)
+        self.admission = Admission(
+            self.table, self.chooser, self.router, self.watch, topology.entry_stage, AdmissionLimits(request_timeout, max_inflight, send_timeout)
+        )
+        self.results = ResultRouter(self.table, self.router, self.control, backend, lambda: self._shutting_down)
         self._accepting = False
         self._started = False
         self._ready = False
@@ -128,8 +152,7 @@ class Runtime(Admission, ParentInbound):
         self._startup: asyncio.Future[None] | None = None
         self._shutting_down = False
         self._atexit: Callable[[], None] | None = None
-        self._loop = None
-        self._changed = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self) -> None:
@@ -144,12 +167,15 @@ class Runtime(Admission, ParentInbound):
         self._started = True
         from omni_compiler import render
 
-        from ..plane import Plane
-        from ..transport import RunDir
         from .run_guard import RunGuard
 
         self._loop = asyncio.get_running_loop()
-        self._changed = asyncio.Event()
+        # The data plane's codec loads torch: seconds on a busy host. Import it off the event loop
+        # so a server that already listens keeps answering /health ("starting") meanwhile.
+        await self._loop.run_in_executor(None, importlib.import_module, "omni_runtime.plane")
+        from ..transport import RunDir
+
+        self.table.loop = self.results.loop = self._loop
         if not logging.getLogger().handlers:  # nobody set up logging: the runtime's events still show
             from .. import logs
 
@@ -158,27 +184,23 @@ class Runtime(Admission, ParentInbound):
         began = time.perf_counter()
         self.run = run = RunDir.create(base=os.environ.get("OMNI_RUNTIME_IPC_DIR"))
         self._guard = guard = RunGuard(run.path, run.shm_prefix)
-        self._startup = self._loop.create_future()
-        if self.backend_name == "local":
-            ignored = sorted({p.declared_process for p in self.topology.processes if p.ray})
-            if ignored:
-                self.log(f"omni: processes.<P>.ray of {', '.join(ignored)} is ignored by the local backend (it places on Ray with --backend ray)")
+        self._startup = self.results.startup = self._loop.create_future()
+        self.results.shm_prefix = run.shm_prefix
+        for note in placement_notes(self.backend_name, self.topology):
+            self.log(note)
         try:
-            if self.backend_name == "ray" and self.backend is None:
-                from ..raycluster.backend import RayBackend, RayLaunchBackend
-
-                self._ray = RayBackend(self.topology, self.options, lambda _worker: None, self.ray_address, self.send_timeout)
-                self._plane, launcher = await self._ray.open(run, self.startup_timeout)
-                self.backend = RayLaunchBackend(launcher)
-            else:
-                self._plane = Plane(run, E.PARENT, self.options.shm_budget_bytes)
-            assert self.backend is not None
+            setup = RunSetup(self.topology, self.options, self.startup_timeout, self.send_timeout)
+            self._plane = await self.backend.open(run, setup)
+            self.control.attach(self._plane)
+            self.admission.plane = self.results.plane = self._plane
             self.supervisor = supervisor = Supervisor(
-                self.topology, self.backend, self._make_launch, self._on_death, self._notify_change, on_launched=self._on_launched
+                self.topology, self.backend, self._make_launch, self.results.on_death, self.watch.notify, on_launched=self._on_launched
             )
+            self.watch.attach(supervisor)
+            self.results.supervisor = supervisor
             self._atexit = lambda: _emergency_cleanup(supervisor, run, guard)
             atexit.register(self._atexit)
-            self._recv_task = self._loop.create_task(self._receive())
+            self._recv_task = self._loop.create_task(self.results.receive())
             await supervisor.start_all()
             try:
                 await asyncio.wait_for(asyncio.shield(self._startup), self.startup_timeout)
@@ -198,6 +220,9 @@ class Runtime(Admission, ParentInbound):
         for inst in self.topology.instances:
             self._plane.outbox(inst.name)
         self.supervisor.restarting_enabled = True
+        if self.heartbeat_timeout:
+            self._heartbeats = self.results.heartbeats = HeartbeatWatch(self.supervisor, self.heartbeat_timeout)
+            self._heartbeats.start()
         self._accepting = True
         self._ready = True
         count = len(self.topology.instances)
@@ -207,7 +232,7 @@ class Runtime(Admission, ParentInbound):
         return WorkerLaunch(
             topology=self._topology_json,
             instance=instance,
-            run=self.run.to_dict(),
+            run={**self.run.to_dict(), **self._rendezvous.for_launch(instance, attempt)},
             options=self.options.__dict__.copy(),
             parent_pid=os.getpid(),
             sys_path=tuple(p for p in sys.path if p),
@@ -235,19 +260,19 @@ class Runtime(Admission, ParentInbound):
         self._accepting = False
         self._shutting_down = True
         deadline = time.perf_counter() + grace
-        pending = [r.future for r in self._inflight.values()]
+        pending = [r.future for r in self.table.inflight.values()]
         if pending:
             log.info("draining %d request(s) in flight (up to %g s)", len(pending), grace)
             await asyncio.wait(pending, timeout=grace)
-        left = list(self._inflight.values())
+        left = list(self.table.inflight.values())
         if left:
             log.warning("%d request(s) did not finish within the %g s grace period: failing them", len(left), grace)
         for req in left:
-            await self._cancel(req, RequestFailed("the runtime shut down before the request finished", kind="shutdown"))
+            await self.table.cancel(req, RequestFailed("the runtime shut down before the request finished", kind="shutdown"))
         assert self.supervisor is not None
         self.supervisor.begin_stop()
         for worker in self.supervisor.alive():
-            await self._send_quietly(worker.instance, E.header(E.SHUTDOWN))
+            await self.control.send(worker.instance, E.header(E.SHUTDOWN))
         stopped = await self.supervisor.wait_exited(max(deadline - time.perf_counter(), 1.0))
         if not stopped:
             log.warning("processes %s did not stop in time: killing them", ", ".join(w.instance for w in self.supervisor.alive()))
@@ -256,12 +281,13 @@ class Runtime(Admission, ParentInbound):
     async def _teardown(self) -> None:
         self._accepting = False
         self._shutting_down = True
+        if self._heartbeats is not None:
+            await self._heartbeats.stop()
         if self.supervisor is not None:
             await self.supervisor.kill_all()
-        if self.backend is not None:
-            await self.backend.close()
-        for req in list(self._inflight.values()):
-            self._finish(req, error=RequestFailed("the runtime stopped", kind="shutdown"))
+        await self.backend.close()
+        for req in list(self.table.inflight.values()):
+            self.table.finish(req, error=RequestFailed("the runtime stopped", kind="shutdown"))
         if self._recv_task is not None:
             self._recv_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -276,7 +302,23 @@ class Runtime(Admission, ParentInbound):
             atexit.unregister(self._atexit)
             self._atexit = None
         self._closed = True
-        self._notify_change()
+        self.watch.notify()
+
+    # -- requests ------------------------------------------------------------
+    async def submit(self, data: dict[str, Any], *, timeout: float | None = None) -> RequestHandle:
+        """Admit one request with the entry payload ``data``; returns once its entry payload is sent.
+
+        ``timeout``: seconds until the request's deadline (default: the
+        runtime's ``request_timeout``); past it the request fails with
+        ``kind="deadline"`` and is cancelled in every stage.
+        """
+        if not self._accepting:
+            if self._shutting_down:
+                raise RuntimeNotRunning("the runtime is shutting down and admits no new requests")
+            raise RuntimeNotRunning("the runtime is not accepting requests (not started, stopping or stopped)")
+        assert self._loop is not None
+        req = await self.admission.admit(data, timeout, self._loop)
+        return RequestHandle(self.table, req)
 
     async def __aenter__(self) -> Runtime:
         await self.start()
@@ -287,23 +329,23 @@ class Runtime(Admission, ParentInbound):
 
     # -- state ---------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        """``status``: ``starting``, ``ready``, ``degraded`` (an instance is down, every process can still serve)
-        or ``unhealthy``; ``healthy``: every instance ready; ``processes``: each instance's state."""
-        if self.supervisor is None:
-            states = {i.name: STARTING for i in self.topology.instances}
-        else:
-            states = {name: inst.state for name, inst in self.supervisor.instances.items()}
+        """``status``: ``starting``, ``ready``, ``degraded`` (an instance is down, every process can still serve),
+        ``restarting`` (a process needed to serve is down and being restarted under its policy) or ``unhealthy``
+        (one is down for good: past its restart budget, or stopped); ``healthy``: every instance ready;
+        ``processes``: each instance's state; ``tp_groups`` (only with TP stages): each group's state and
+        its ranks (``omni_runtime.distributed``)."""
+        states = {i.name: self.watch.state_of(i.name) for i in self.topology.instances}
         if not self._ready and not self._closed:
             status = STATUS_STARTING
         elif self._closed or not self._accepting:
             status = STATUS_UNHEALTHY
-        elif all(state == READY for state in states.values()):
-            status = STATUS_READY
-        elif self.chooser.can_serve({name: state == READY for name, state in states.items()}):
-            status = STATUS_DEGRADED
         else:
-            status = STATUS_UNHEALTHY
-        return {"status": status, "healthy": status == STATUS_READY, "processes": states}
+            status = serving_status(states, self.chooser)
+        out = {"status": status, "healthy": status == STATUS_READY, "processes": states}
+        groups = group_health(self.topology, states)
+        if groups:  # a topology with TP stages: each group's state and its ranks
+            out["tp_groups"] = groups
+        return out
 
     @property
     def draining(self) -> bool:
@@ -311,42 +353,52 @@ class Runtime(Admission, ParentInbound):
         return self._shutting_down
 
     def supervision(self) -> dict[str, Any]:
-        """Restarts by (instance, reason) and each start's seconds to ready, for ``/metrics``."""
+        """Restarts by (instance, reason), each start's seconds to ready, and control messages that could not
+        be sent by (kind, peer), for ``/metrics``."""
+        failures = self.control.counts()
         if self.supervisor is None:
-            return {"restarts": {}, "ready_seconds": []}
+            return {"restarts": {}, "ready_seconds": [], "control_failures": failures}
         stats = self.supervisor.stats
-        return {"restarts": dict(stats.restarts), "ready_seconds": list(stats.ready_seconds)}
+        return {"restarts": dict(stats.restarts), "ready_seconds": list(stats.ready_seconds), "control_failures": failures}
 
     def queue_depths(self) -> dict[str, int]:
         """In-flight requests bound to each process instance."""
-        return dict(self._load)
+        return dict(self.table.load)
 
     def in_flight(self) -> int:
         """Requests admitted and not finished."""
-        return len(self._inflight)
+        return len(self.table)
+
+    def voices(self) -> tuple[str, ...]:
+        """The preset voices the model lists (``VOICES`` of its entry stage's module, else of the first stage
+        module that has one), as the workers reported them at ready: the parent never imports a stage module."""
+        reported = self.results.stage_voices
+        entry = self.topology.entry_stage
+        for stage in [entry, *(s.name for s in self.topology.stages if s.name != entry)]:
+            if stage in reported:
+                return reported[stage]
+        return ()
+
+    def control_failures(self) -> dict[tuple[str, str], int]:
+        """Control messages (cancel, credit, shutdown, peer list) that could not be sent, by (kind, peer)."""
+        return self.control.counts()
 
     @property
     def run_id(self) -> str | None:
-        """The id in every actor's name (``omni:<run id>:<instance>``) with ``backend="ray"``."""
-        return self._ray.run_id if self._ray is not None else None
+        """The backend's id of this run, where it names one (the cluster backend's actor names carry it)."""
+        return self.backend.run_id
 
     async def placements(self) -> dict[str, dict[str, Any]]:
-        """Where each live instance runs: node id and address, pid, GPUs (Ray's device ids) and the logical -> local map."""
-        if self._ray is not None:
-            return await self._ray.placements()
-        return {name: {"node_id": "local", "host": "127.0.0.1", "pid": pid} for name, pid in self.instance_pids().items()}
+        """Where each live instance runs: node id and address, pid, and on a cluster its GPUs and the logical -> local map."""
+        return await self.backend.placements(self.instance_pids())
 
     async def transport_bytes(self) -> dict[str, dict[str, dict[str, int]]]:
-        """Bytes each process sent to each peer, per transport (``ipc``, ``shm``, ``tcp``); ``backend="ray"`` only."""
-        return await self._ray.transport_bytes() if self._ray is not None else {}
+        """Bytes each process sent to each peer, per transport (``ipc``, ``shm``, ``tcp``), where the backend counts them."""
+        return await self.backend.transport_bytes()
 
     def edge_transports(self) -> dict[tuple[str, str], str]:
         """``ipc`` (same node: sockets + shared memory) or ``tcp`` per pair of processes that talk."""
-        if self._ray is not None:
-            return self._ray.edge_transports()
-        from ..raycluster.backend import instance_pairs
-
-        return {pair: "ipc" for pair in instance_pairs(self.topology)}
+        return self.backend.edge_transports(instance_pairs(self.topology, E.PARENT))
 
     def instance_pids(self) -> dict[str, int | None]:
         """OS pid of each worker process (the last one of an instance that is down; for operators and tests)."""

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import RequestFailed
+from .handle import RequestHandle
 
-if TYPE_CHECKING:
-    from .runtime import Runtime
+
+class AsyncRuntime(Protocol):
+    """What the facade drives (a :class:`~.runtime.Runtime`; named by shape so neither module imports the other)."""
+
+    async def start(self) -> None: ...
+    async def shutdown(self, grace: float = 5.0) -> None: ...
+    async def submit(self, data: dict[str, Any], *, timeout: float | None = None) -> RequestHandle: ...
+    def health(self) -> dict[str, Any]: ...
+    def queue_depths(self) -> dict[str, int]: ...
 
 
 class SyncRuntime:
@@ -19,7 +27,7 @@ class SyncRuntime:
     signal is tied to the thread that spawned them.
     """
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: AsyncRuntime) -> None:
         self.runtime = runtime
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="omni-runtime-loop", daemon=True)

@@ -21,11 +21,15 @@ pickled, and no payload goes through Ray's object store.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
 from typing import Any
+
+from omni_compiler.topology import CompiledTopology, ProcessInstance
+
+from ..worker.host import WorkerHost
+from ..worker.options import WorkerOptions
 
 
 class WorkerActor:
@@ -48,38 +52,63 @@ class WorkerActor:
             "gpu_map": {str(k): v for k, v in self._gpu_map.items()},
         }
 
-    def serve(self, topology_json: str, instance_name: str, run_json: str, options_json: str, sys_path: list[str]) -> int:
-        """Build and serve the instance until SHUTDOWN; returns 0 then (a startup failure was reported already)."""
-        from omni_compiler.topology import CompiledTopology
+    def free_port(self) -> int:
+        """A port free on this actor's node: where rank 0 of a TP group hosts the group's rendezvous."""
+        from ..distributed import pick_port
 
-        from ..worker import Worker, WorkerOptions
-        from .placement import logical_gpu_map, remap_gpus
+        return pick_port(self.node()["host"])
 
-        for entry in reversed(sys_path):  # the driver's import path, where it exists on this node
-            if entry not in sys.path and os.path.isdir(entry):
-                sys.path.insert(0, entry)
-        info = self.node()
-        topology = CompiledTopology.from_json(topology_json)
-        options = WorkerOptions.from_json(options_json)
-        instance = next(i for i in topology.instances if i.name == instance_name)
-        if options.device != "cpu":
-            self._gpu_map = logical_gpu_map(instance.gpus, info["gpus"])
-            topology = remap_gpus(topology, instance_name, self._gpu_map)
-            instance = next(i for i in topology.instances if i.name == instance_name)
-        run = json.loads(run_json)
-        os.makedirs(run["path"], mode=0o700, exist_ok=True)  # the run's IPC directory, on this node too
-        run["node"] = {"id": info["node_id"], "host": info["host"]}
-        for placement in instance.stages:
-            os.environ.update(topology.stage(placement.stage).env)
-        self._worker = Worker(topology, instance, run, options)
+    def serve(self, launch_json: str, tp_port: int | None = None) -> int:
+        """Build and serve the instance until SHUTDOWN through the worker's one entry point; returns 0 then.
+
+        ``tp_port``: for a TP rank, the port rank 0's actor picked on its node, where the group
+        meets (the group is packed on rank 0's node, so this node's address is rank 0's)."""
+        from ..worker.entry import run_worker
+
+        launch = json.loads(launch_json)
+        tp = launch["run"].get("tp")
+        if tp is not None:
+            tp.update(host=self.node()["host"], port=tp_port if tp_port is not None else tp["port"])
+            launch_json = json.dumps(launch)
         try:
-            asyncio.run(self._worker.run())
+            return run_worker(launch_json, host=ActorHost(self))
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
-        return 0
 
     def transport_bytes(self) -> dict[str, dict[str, int]]:
         """Bytes this instance sent, per peer and transport (``ipc``, ``shm``, ``tcp``)."""
         plane = getattr(self._worker, "plane", None)
         return plane.sent_bytes() if plane is not None else {}
+
+
+class ActorHost(WorkerHost):
+    """A worker inside a Ray actor: a thread of the actor's process, on whichever node Ray chose."""
+
+    owns_process = False
+
+    def __init__(self, actor: WorkerActor) -> None:
+        self.actor = actor
+        self.info: dict[str, Any] = {}
+
+    def place(self, topology: CompiledTopology, instance: ProcessInstance, options: WorkerOptions) -> tuple[CompiledTopology, ProcessInstance]:
+        from .placement import logical_gpu_map, remap_gpus
+
+        self.info = self.actor.node()
+        if options.device == "cpu":
+            return topology, instance
+        self.actor._gpu_map = logical_gpu_map(instance.gpus, self.info["gpus"])
+        topology = remap_gpus(topology, instance.name, self.actor._gpu_map)
+        return topology, next(i for i in topology.instances if i.name == instance.name)
+
+    def open_plane(self, run: dict[str, Any], name: str, options: WorkerOptions) -> Any:
+        """IPC and shared memory towards processes of this node, TCP towards the others."""
+        from ..transport import RunDir
+        from .dataplane import NodePlane
+
+        os.makedirs(run["path"], mode=0o700, exist_ok=True)  # the run's IPC directory, on this node too
+        node = {"id": self.info["node_id"], "host": self.info["host"]}
+        return NodePlane(RunDir.from_dict(run), name, node, run.get("peers"), options.shm_budget_bytes)
+
+    def serving(self, worker: Any) -> None:
+        self.actor._worker = worker

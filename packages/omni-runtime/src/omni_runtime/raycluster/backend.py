@@ -1,11 +1,10 @@
-"""The parent's side of a run placed by Ray: launcher, node-aware plane, peer book.
+"""The parent's side of a run placed by Ray: the :class:`~omni_runtime.launch.Backend` for ``--backend ray``.
 
-:class:`~omni_runtime.parent.runtime.Runtime` holds one of these for
-``backend="ray"`` and asks it for three things: the parent's plane (IPC on
-its node, TCP across), the launcher (one actor per instance), and what to do
-when an instance reports ready with the endpoint it listens on (tell every
-instance where every other one listens, so each hop picks IPC + shared memory
-or TCP by node).
+It owns the three things the parent asks a backend for: the parent's plane
+(IPC on its node, TCP across), launching (one actor per instance, through
+the launcher), and what to do when an instance reports ready with the
+endpoint it listens on (tell every instance where every other one listens,
+so each hop picks IPC + shared memory or TCP by node).
 """
 
 from __future__ import annotations
@@ -14,61 +13,84 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from omni_compiler.topology import CompiledTopology
 
 from .. import envelope as E
-from ..launch import Backend, ExitInfo, LaunchedWorker, WorkerLaunch
+from ..launch import Backend, ExitInfo, LaunchedWorker, RunSetup, WorkerLaunch
+from ..launch.backend import ControlSend
 from ..transport.tcp import IPC, TCP
 from .dataplane import NodePlane
 from .launcher import RayLauncher, RayWorker
 
 
-class RayBackend:
-    def __init__(self, topology: CompiledTopology, options: Any, on_exit: Callable[[Any], None], address: str | None, send_timeout: float | None) -> None:
-        self.topology = topology
-        self.options = options
-        self.on_exit = on_exit
-        self.address = address
-        self.send_timeout = send_timeout
-        self.run_id = uuid.uuid4().hex[:8]
+class ClusterBackend(Backend):
+    """``--backend ray``: one actor per instance, on any node that fits its request; IPC on a node, TCP across.
+
+    ``ray_address``: the cluster to join, as ``ray.init`` takes it (``"auto"``
+    included); without one a local Ray is started and stopped with the run.
+    """
+
+    name = "ray"
+
+    def __init__(self, ray_address: str | None = None) -> None:
+        self.address = ray_address
+        self._run_id = uuid.uuid4().hex[:8]
+        self.topology: CompiledTopology | None = None
         self.plane: NodePlane | None = None
         self.launcher: RayLauncher | None = None
         self.endpoints: dict[str, dict[str, Any]] = {}
 
-    async def open(self, run: Any, timeout: float) -> tuple[NodePlane, RayLauncher]:
+    @property
+    def run_id(self) -> str | None:
+        """The id in every actor's name (``omni:<run id>:<instance>``)."""
+        return self._run_id
+
+    async def open(self, run: Any, setup: RunSetup) -> NodePlane:
         """Join the cluster, bind the parent's plane and prepare the launcher (nothing spawned yet)."""
+        self.topology = setup.topology
         spec = run.to_dict()
-        self.launcher = RayLauncher(self.topology, "", self.options, self.on_exit, self.run_id, self.address)
+        self.launcher = RayLauncher(setup.topology, "", setup.options, lambda _worker: None, self._run_id, self.address)
         try:
-            node = await self.launcher.connect(timeout)
+            node = await self.launcher.connect(setup.startup_timeout)
         except BaseException:
             self.launcher.close()  # placement groups made so far, and Ray itself when we started it
             raise
-        self.plane = NodePlane(run, E.PARENT, node=node, shm_budget_bytes=self.options.shm_budget_bytes, send_timeout=self.send_timeout)
+        options = setup.options
+        self.plane = NodePlane(run, E.PARENT, node=node, shm_budget_bytes=options.shm_budget_bytes, send_timeout=setup.send_timeout)
         self.endpoints[E.PARENT] = self.plane.endpoint()
         spec["peers"] = {E.PARENT: self.endpoints[E.PARENT]}
         self.launcher.run_json = json.dumps(spec)
-        return self.plane, self.launcher
+        return self.plane
 
-    async def ready(self, name: str, endpoint: Any) -> None:
-        """An instance listens at ``endpoint``; once every instance is known, tell all of them about all."""
-        assert self.plane is not None and self.launcher is not None
+    async def launch(self, launch: WorkerLaunch) -> RayWorkerHandle:
+        assert self.launcher is not None
+        worker = await self.launcher.respawn_async(launch)
+        return RayWorkerHandle(worker, asyncio.get_running_loop())
+
+    async def ready(self, instance: str, endpoint: Any, send: ControlSend) -> None:
+        """``instance`` listens at ``endpoint``; once every instance is known, tell all of them about all."""
+        assert self.plane is not None and self.launcher is not None and self.topology is not None
         if isinstance(endpoint, dict):
-            self.endpoints[name] = endpoint
-            self.plane.learn({name: endpoint})
+            self.endpoints[instance] = endpoint
+            self.plane.learn({instance: endpoint})
         if not all(i.name in self.endpoints for i in self.topology.instances):
             return
         book = dict(self.endpoints)
         for worker in self.launcher.alive():
             if worker.name in book:
-                with contextlib.suppress(Exception):
-                    await self.plane.outbox(worker.name).send(E.header(E.PEERS, has_data=True), book, timeout=5.0)
+                await send(worker.name, E.header(E.PEERS, has_data=True), book, 5.0)
+
+    async def close(self) -> None:
+        if self.launcher is None:
+            return
+        with contextlib.suppress(Exception):
+            await self.launcher.kill_all()
+        self.launcher.close()
 
     # -- views ---------------------------------------------------------------------------------
-    async def placements(self) -> dict[str, dict[str, Any]]:
+    async def placements(self, pids: dict[str, int | None]) -> dict[str, dict[str, Any]]:
         assert self.launcher is not None
         return await self.launcher.placements()
 
@@ -79,35 +101,14 @@ class RayBackend:
         sent[E.PARENT] = self.plane.sent_bytes()
         return sent
 
-    def edge_transports(self) -> dict[tuple[str, str], str]:
+    def edge_transports(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """``ipc`` or ``tcp`` for every pair of processes that exchange messages (parent included)."""
         nodes = {name: str(ep.get("node")) for name, ep in self.endpoints.items()}
         out: dict[tuple[str, str], str] = {}
-        for src, dst in instance_pairs(self.topology):
+        for src, dst in pairs:
             if src in nodes and dst in nodes:
                 out[(src, dst)] = IPC if nodes[src] == nodes[dst] else TCP
         return out
-
-
-def instance_pairs(topology: CompiledTopology) -> list[tuple[str, str]]:
-    """Ordered (sender, receiver) process pairs of a run: stage edges across processes, plus the parent's."""
-    hosts: dict[str, list[str]] = {}
-    for instance in topology.instances:
-        for placement in instance.stages:
-            hosts.setdefault(placement.stage, []).append(instance.name)
-    pairs: dict[tuple[str, str], None] = {}
-    for name in hosts.get(topology.entry_stage, []):
-        pairs[(E.PARENT, name)] = None
-    for edge in topology.edges:
-        for src in hosts.get(edge.src, []):
-            for dst in hosts.get(edge.dst, []):
-                if src != dst:
-                    pairs[(src, dst)] = None
-    for stage in topology.stages:
-        if stage.terminal:
-            for name in hosts.get(stage.name, []):
-                pairs[(name, E.PARENT)] = None
-    return list(pairs)
 
 
 class RayWorkerHandle(LaunchedWorker):
@@ -135,21 +136,3 @@ class RayWorkerHandle(LaunchedWorker):
 
         with contextlib.suppress(Exception):
             ray.kill(self._worker.actor, no_restart=True)
-
-
-class RayLaunchBackend(Backend):
-    """The supervisor's backend for ``backend="ray"``: one actor per launch, on any node that fits its request."""
-
-    name = "ray"
-
-    def __init__(self, launcher: RayLauncher) -> None:
-        self.launcher = launcher
-
-    async def launch(self, launch: WorkerLaunch) -> RayWorkerHandle:
-        worker = await self.launcher.respawn_async(launch.instance)
-        return RayWorkerHandle(worker, asyncio.get_running_loop())
-
-    async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.launcher.kill_all()
-        self.launcher.close()

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from omni_compiler.topology import CompiledTopology
 
 from ..errors import StartupError
 from ..launch.backend import all_exited
+from ..launch.spec import WorkerLaunch
 from .placement import ActorRequest, RayPlan, plan
 
 STARTING = "starting"
@@ -50,6 +52,38 @@ def actor_name(run_id: str, instance: str) -> str:
     return f"omni:{run_id}:{instance}"
 
 
+CONNECT_TIMEOUT_S = 10.0
+"""How long ``--ray-address HOST:PORT`` may take to answer before the run gives up (Ray itself retries for minutes)."""
+
+
+class RayConnectError(Exception):
+    """No Ray cluster answers at the address the user gave: one line naming it and the fix (exit 1)."""
+
+    exit_code = 1
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(
+            f"error: --ray-address {address}: no Ray cluster answers there ({reason})\n"
+            "  fix:  start one first (ray start --head, see the README's Ray section), pass its GCS address HOST:6379, "
+            "or leave out --ray-address to start a private one-node Ray"
+        )
+
+
+def _reachable_or_raise(address: str) -> None:
+    """A TCP connect to HOST:PORT within :data:`CONNECT_TIMEOUT_S`; ``auto`` and ``ray://`` are left to Ray."""
+    import socket
+
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise RayConnectError(address, "not HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise RayConnectError(address, exc.strerror or type(exc).__name__) from None
+
+
 def connect(address: str | None) -> bool:
     """Connect to the cluster at ``address`` (``auto`` included), or start a local Ray; True when we started it.
 
@@ -64,7 +98,11 @@ def connect(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     if address:
-        ray.init(address=address, namespace=NAMESPACE, logging_level="WARNING")
+        _reachable_or_raise(address)
+        try:
+            ray.init(address=address, namespace=NAMESPACE, logging_level="WARNING")
+        except (ConnectionError, RuntimeError, ValueError) as exc:  # Ray's words, on one line, not its traceback
+            raise RayConnectError(address, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from None
         return False
     ray.init(namespace=NAMESPACE, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="WARNING", object_store_memory=200 << 20)
     return True
@@ -117,6 +155,8 @@ class RayLauncher:
         self.plan = plan(topology, cpu_only=options.device == "cpu")
         self.workers: dict[str, RayWorker] = {}
         self._groups: dict[str, Any] = {}
+        self._tp_ports: dict[str, Any] = {}
+        """TP group -> the port its rank 0's actor picked (an ObjectRef Ray resolves for every rank's ``serve``)."""
         self._owns_ray = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._actor_class: Any = None
@@ -153,15 +193,11 @@ class RayLauncher:
         self._actor_class = ray.remote(_actor_class())
         return parent_node()
 
-    def spawn_all(self) -> None:
-        for request in self.plan.actors:
-            self._spawn(request)
+    def respawn(self, launch: WorkerLaunch) -> RayWorker:
+        """A fresh actor for ``launch.instance`` (same request; Ray picks any node that satisfies it)."""
+        return self._spawn(self.plan.actor(launch.instance), launch)
 
-    def respawn(self, name: str) -> RayWorker:
-        """A fresh actor for ``name`` (same request; Ray picks any node that satisfies it)."""
-        return self._spawn(self.plan.actor(name))
-
-    async def respawn_async(self, name: str, timeout: float = 60.0) -> RayWorker:
+    async def respawn_async(self, launch: WorkerLaunch, timeout: float = 60.0) -> RayWorker:
         """:meth:`respawn`, waiting (without blocking the loop) while Ray still holds the dead actor's name.
 
         After a node is lost, the owner learns of its actor's death before the GCS
@@ -169,6 +205,7 @@ class RayLauncher:
         """
         import ray
 
+        name = launch.instance
         old = self.workers.get(name)
         if old is not None:  # a lost node's actor can stay registered (and hold its name) until it is killed
             with contextlib.suppress(Exception):
@@ -176,13 +213,13 @@ class RayLauncher:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.respawn(name)
+                return self.respawn(launch)
             except Exception as exc:  # ActorAlreadyExistsError (a ValueError in older Ray)
                 if "already taken" not in str(exc) or time.monotonic() > deadline:
                     raise
             await asyncio.sleep(0.2)
 
-    def _spawn(self, request: ActorRequest) -> RayWorker:
+    def _spawn(self, request: ActorRequest, launch: WorkerLaunch) -> RayWorker:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         assert self._loop is not None
@@ -203,7 +240,17 @@ class RayLauncher:
         actor = self._create(options)
         worker = RayWorker(request.instance, actor, exited=self._loop.create_future())
         self.workers[request.instance] = worker
-        ref = actor.serve.remote(self.topology.to_json(indent=None), request.instance, self.run_json, self.options.to_json(), list(sys.path))
+        # the same launch JSON a local worker reads on its stdin; the run as this cluster sees it
+        # (the parent's endpoint), and no parent pid: Ray ends an actor whose owner died
+        tp = launch.run.get("tp")
+        run = json.loads(self.run_json)
+        if tp is not None:  # a TP rank: the group meets on rank 0's node, at a port free there
+            run["tp"] = tp
+            if tp["rank"] == 0:
+                self._tp_ports[tp["group"]] = actor.free_port.remote()
+        port = self._tp_ports.get(tp["group"]) if tp is not None else None
+        placed = dataclasses.replace(launch, run=run, parent_pid=None)
+        ref = actor.serve.remote(placed.to_json(), port)
         asyncio.wrap_future(ref.future(), loop=self._loop).add_done_callback(lambda fut: self._ended(worker, fut))
         asyncio.wrap_future(actor.node.remote().future(), loop=self._loop).add_done_callback(lambda fut: self._placed(worker, fut))
         return worker

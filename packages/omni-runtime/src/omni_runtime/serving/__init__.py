@@ -8,7 +8,9 @@ metric are documented in the package README ("Serving"). Modules: ``request``
 (the pydantic request model, strict JSON), ``speech`` (the endpoint),
 ``encoders`` (PyAV containers), ``guard`` (connection limits), ``metrics``,
 ``page`` (``/`` and ``/v1/topology``), ``voices`` (what the server reads from
-the pipeline before it starts).
+the pipeline before it starts). Voice agents (docs/voice-agents.md): ``ws_stream``
+(the WebSocket) with ``segmenter``, ``ws_access`` and ``resampling``, ``voices_api`` and ``voice_store`` (uploaded
+voices), ``batch``, wired by ``voice_agent``.
 """
 
 from .app import ServingSettings, create_app

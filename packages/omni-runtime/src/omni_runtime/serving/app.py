@@ -23,6 +23,9 @@ from .metrics import NO_MODEL, ServingMetrics
 from .page import health_status, page_html, topology_state
 from .request import SpeechLimits
 from .speech import SPEECH, Disconnected, client_request_id, handle_speech, log_access
+from .voice_agent import install_voice_agent_routes
+from .voices import served_voices
+from .voices_api import VoiceResolver
 
 _SPEECH_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -38,7 +41,7 @@ _SPEECH_SCHEMA: dict[str, Any] = {
         "instructions": {"type": "string", "description": "a style prompt, for models that take one (others ignore it)"},
         "seed": {"type": "integer", "minimum": 0},
         "max_new_tokens": {"type": "integer", "minimum": 1, "maximum": 1000000},
-        "ref_audio": {"type": "string", "description": "base64 WAV of a voice to clone (models that clone voices)"},
+        "ref_audio": {"type": "string", "description": "base64 audio (any format ffmpeg reads) of a voice to clone (models that clone voices)"},
     },
     "additionalProperties": True,
 }
@@ -52,13 +55,15 @@ class ServingSettings:
     limits: SpeechLimits = field(default_factory=SpeechLimits)
     created: int = field(default_factory=lambda: int(time.time()))
     voices: tuple[str, ...] = ()
-    """The pipeline's preset voices (``VOICES`` of its entry stage's module); empty when it declares none."""
+    """Preset voices to list; empty: the ones the workers reported at ready (``Runtime.voices()``)."""
     api_key: str | None = None
     """When set, every ``/v1`` route needs ``Authorization: Bearer <api_key>``."""
     allowed_origins: tuple[str, ...] = ()
     body_timeout: float = 10.0
     """Seconds a client has to send a whole request body."""
     build: dict[str, str] = field(default_factory=dict)
+    voices_dir: str | None = None
+    """Where uploaded voices and their speaker artefacts live (survive restarts); None: a temporary directory."""
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -75,6 +80,8 @@ def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
     app.state.runtime, app.state.settings, app.state.metrics = runtime, settings, metrics
     install_handlers(app)
     _install_middleware(app, settings)
+    app.state.voices = VoiceResolver(runtime, settings, metrics.registry)
+    install_voice_agent_routes(app)
 
     @app.post(SPEECH, openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": _SPEECH_SCHEMA}}}})
     async def speech(request: Request) -> Response:
@@ -109,10 +116,9 @@ def create_app(runtime: Any, settings: ServingSettings) -> FastAPI:
         return JSONResponse(_model_card(model_id, settings))
 
     @app.get("/v1/audio/voices")
-    async def voices() -> JSONResponse:
+    async def voices(model: str | None = None) -> JSONResponse:
         metrics.count("/v1/audio/voices", 200)
-        data = [{"id": v, "object": "voice", "name": v} for v in settings.voices]
-        return JSONResponse({"object": "list", "data": data, "models": list(settings.models)})
+        return JSONResponse(app.state.voices.listing(served_voices(runtime, settings), model))
 
     @app.get("/v1/topology")
     async def topology() -> JSONResponse:

@@ -133,3 +133,38 @@ def _as_float_array(audio: Any) -> np.ndarray:
     if not np.issubdtype(audio.dtype, np.floating):
         raise AudioError(f"audio must be floating point in [-1, 1], got dtype {audio.dtype}")
     return audio.astype(np.float32, copy=False)
+
+
+MAX_REFERENCE_RATE = 384_000
+"""Highest sample rate a reference recording may declare (the highest any audio interface records)."""
+
+
+def wav_problem(data: bytes) -> str | None:
+    """Why ``data`` is not a usable PCM WAV recording (a client's ``ref_audio``), or None when it is.
+
+    Checked at the HTTP front end so a malformed upload is a 400 naming the field,
+    not a division by a zero sample rate or a short read deep inside a stage.
+    """
+    import io
+    import wave
+
+    if not data:
+        return "it is empty"
+    try:
+        with wave.open(io.BytesIO(data), "rb") as wav:
+            rate, channels, width, frames = wav.getframerate(), wav.getnchannels(), wav.getsampwidth(), wav.getnframes()
+            body = wav.readframes(frames)
+    except (wave.Error, EOFError, struct.error, ValueError) as exc:
+        kind = "a truncated WAV file" if data[:4] == b"RIFF" and data[8:12] == b"WAVE" else "not a WAV file"
+        return f"it is {kind} ({exc})"
+    if not 0 < rate <= MAX_REFERENCE_RATE:
+        return f"its header declares a sample rate of {rate} Hz (1 to {MAX_REFERENCE_RATE} Hz)"
+    if channels < 1:
+        return "its header declares no channels"
+    if width not in (2, 4):
+        return f"it has {8 * width}-bit samples (16- or 32-bit PCM expected)"
+    if frames == 0 or not body:
+        return "it holds no audio frames"
+    if len(body) != frames * channels * width:
+        return f"it is truncated: the header declares {frames} frames, the file holds {len(body) // max(channels * width, 1)}"
+    return None

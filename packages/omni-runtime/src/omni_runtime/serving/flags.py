@@ -16,14 +16,22 @@ from ..cli.selection import UserError
 
 
 class EnvUsageError(UserError):
-    """An OMNI_* variable holds a value its flag would refuse (exit 2, like a bad flag)."""
+    """An OMNI_* variable or a flag holds a value the server refuses: a user mistake (exit 1)."""
 
-    exit_code = 2
+    exit_code = 1
 
 
 def check_env(args: argparse.Namespace) -> None:
     """Raise the OMNI_* problems :func:`env_defaults` found, once the command that reads them runs."""
-    problems = getattr(args, "env_problems", ())
+    problems = list(getattr(args, "env_problems", ()))
+    key, from_env = getattr(args, "api_key", None), os.environ.get("OMNI_API_KEY")
+    if from_env is not None and not from_env.strip() and (key is None or key == from_env):
+        # an empty key must never mean "no key": the operator asked for a guarded server
+        problems.append("environment variable OMNI_API_KEY is set but empty: the server would run without authentication\n"
+                        "  fix:  set a non-empty key, or unset OMNI_API_KEY for an open server")
+    elif key is not None and not key.strip():
+        problems.append("--api-key is empty: the server would run without authentication\n"
+                        "  fix:  pass a non-empty key (e.g. --api-key \"$(openssl rand -hex 16)\"), or leave the flag out for an open server")
     if problems:
         raise EnvUsageError("omni serve: error: " + "\n".join(problems))
 
@@ -53,6 +61,10 @@ def add_operator_args(serve: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--max-connections", type=positive_int, default=None,
         help="open connections at most; at the cap the oldest idle one is closed (default: the file-descriptor limit less a reserve)",
+    )
+    group.add_argument(
+        "--voices-dir", metavar="DIR", default=None,
+        help="where uploaded voices (POST /v1/audio/voices) and their speaker artefacts are kept across restarts (default: a temporary directory)",
     )
 
 

@@ -3,15 +3,18 @@
 - **Header deadline**: a connection has ``header_timeout`` seconds to send a complete
   request head (request line and headers), on its first request and every later one;
   a slow-loris client is closed instead of holding a file descriptor.
+- **Body deadline**: once its head is in, a request has ``body_timeout`` seconds to
+  send its whole body. The app answers a body it is reading too slowly with a 408
+  (:func:`.speech.read_body`); this deadline, a little later, also closes a connection
+  whose body nobody reads any more (refused at the head with a 429, say) or whose
+  app never answered.
 - **Connection cap** below the process's file-descriptor limit: at the cap, a new
-  connection evicts the oldest *idle* one (no request in progress) rather than being
-  refused, so 1,000 idle connections cannot lock out ``/health`` or a real request, and
-  ``accept()`` never meets EMFILE (which makes asyncio log a traceback per attempt).
-  When every connection is busy, the newcomer is closed at once.
+  connection evicts the oldest *idle* one (no request in progress, or a head still
+  arriving), else the *slowest body* (the fewest body bytes per second) rather than being
+  refused, so 1,000 idle or trickling connections cannot lock out ``/health`` or a real
+  request, and ``accept()`` never meets EMFILE (which makes asyncio log a traceback per
+  attempt). When every connection has a request in progress, the newcomer is closed at once.
 - **431** for a request head over ``max_header_bytes`` (h11 would answer a bare 400).
-
-Body read timeouts are enforced by the app (:func:`.speech.read_body`), which knows
-when it is reading a body.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from .errors import error_body
 
 log = logging.getLogger("omni.serving")
+BODY_GRACE_S = 1.0
+"""The connection's body deadline runs this much past the app's, so the app's 408 goes out first."""
 FD_RESERVE = 192
 """File descriptors kept free of HTTP connections: the runtime's sockets and shared memory, plus
 one accept burst (:data:`ACCEPT_BURST`) and the evicted connections not yet closed."""
@@ -40,6 +45,8 @@ cannot take more descriptors than the reserve before the cap is checked."""
 @dataclass(frozen=True)
 class ConnectionLimits:
     header_timeout: float = 10.0
+    body_timeout: float = 10.0
+    """Seconds a request has, after its head, to send its whole body."""
     max_header_bytes: int = 16 * 1024
     max_connections: int | None = None
     """None: the fd limit less :data:`FD_RESERVE` (at least 16)."""
@@ -61,8 +68,10 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             self._opened = time.monotonic()
             self._head_bytes = 0
+            self._body_bytes = 0
+            self._body_started: float | None = None
             self._deadline: Any = None
-            if len(self.connections) >= cap and not _evict_idle(self.connections):
+            if len(self.connections) >= cap and not _evict(self.connections):
                 transport.abort()  # every connection is mid-request: refuse the newcomer
                 return
             super().connection_made(transport)
@@ -82,15 +91,27 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
                 if self._head_bytes > limits.max_header_bytes:
                     _send_status(self, 431, f"request headers exceed {limits.max_header_bytes} bytes")
                     return
+            in_body = self._body_started is not None
             super().data_received(data)
-            if self.conn.their_state is not h11.IDLE:
-                self._head_bytes = 0
-                self._disarm_deadline()
+            state = self.conn.their_state
+            if state is h11.SEND_BODY:
+                if in_body:
+                    self._body_bytes += len(data)
+                else:  # the head just completed: the body's clock starts
+                    self._head_bytes = 0
+                    self._body_started = time.monotonic()
+                    self._arm_deadline(limits.body_timeout + BODY_GRACE_S)
+            else:
+                self._body_started = None  # the body is complete (or was discarded after an early answer)
+                if state is not h11.IDLE:
+                    self._head_bytes = 0
+                    self._disarm_deadline()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if not self.transport.is_closing():
+            if not self.transport.is_closing() and self._body_started is None:
                 self._arm_deadline()  # the next request's head gets the same deadline (keep-alive)
+            # a body still arriving after an early answer (429, 401, 404) keeps its body deadline
 
         def send_400_response(self, msg: str) -> None:
             if self._head_bytes > limits.max_header_bytes or len(self.conn.trailing_data[0]) > limits.max_header_bytes:
@@ -101,30 +122,43 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
         def idle(self) -> bool:
             return self.cycle is None or self.cycle.response_complete
 
-        def _arm_deadline(self) -> None:
+        def body_rate(self) -> float | None:
+            """Body bytes per second of a request whose body is still arriving (None: not in a body)."""
+            if self._body_started is None or self.conn.their_state is not h11.SEND_BODY:
+                return None
+            return self._body_bytes / max(time.monotonic() - self._body_started, 1e-3)
+
+        def _arm_deadline(self, seconds: float | None = None) -> None:
             self._disarm_deadline()
-            self._deadline = self.loop.call_later(limits.header_timeout, self._head_too_slow)
+            self._deadline = self.loop.call_later(limits.header_timeout if seconds is None else seconds, self._too_slow)
 
         def _disarm_deadline(self) -> None:
             if getattr(self, "_deadline", None) is not None:
                 self._deadline.cancel()
                 self._deadline = None
 
-        def _head_too_slow(self) -> None:
+        def _too_slow(self) -> None:
+            """The head or the body did not arrive in time: close (an app still reading the body has answered 408)."""
             self._deadline = None
-            if self.transport is not None and not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            if self.transport is not None and not self.transport.is_closing() and self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
                 self.transport.close()
 
     return GuardedH11Protocol
 
 
-def _evict_idle(connections: set[Any]) -> bool:
-    idle = [c for c in connections if getattr(c, "idle", lambda: False)() and not c.transport.is_closing()]
-    if not idle:
-        return False
-    oldest = min(idle, key=lambda c: c._opened)
-    oldest.transport.abort()
-    connections.discard(oldest)
+def _evict(connections: set[Any]) -> bool:
+    """Close the oldest idle connection, else the slowest body; False when every connection has a request in progress."""
+    open_ = [c for c in connections if c.transport is not None and not c.transport.is_closing()]
+    idle = [c for c in open_ if getattr(c, "idle", lambda: False)()]
+    if idle:
+        victim = min(idle, key=lambda c: c._opened)
+    else:
+        trickling = [(rate, c._opened, c) for c in open_ for rate in [getattr(c, "body_rate", lambda: None)()] if rate is not None]
+        if not trickling:
+            return False
+        victim = min(trickling, key=lambda t: (t[0], t[1]))[2]
+    victim.transport.abort()
+    connections.discard(victim)
     return True
 
 

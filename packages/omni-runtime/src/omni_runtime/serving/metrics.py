@@ -290,6 +290,7 @@ class _SupervisionCollector(Collector):
         return [
             CounterMetricFamily("omni_process_restarts", "Restarts of each process instance, by the reason it died.", labels=["process", "reason"]),
             GaugeMetricFamily("omni_process_time_to_ready_seconds", "Seconds the latest start of each process instance took to be ready.", labels=["process"]),
+            CounterMetricFamily("omni_control_send_failures", "Control messages (cancel, credit, shutdown, peer list) the parent could not send.", labels=["kind", "process"]),
         ]
 
     def collect(self) -> Iterable[Any]:
@@ -305,3 +306,7 @@ class _SupervisionCollector(Collector):
         for process, seconds in sorted(latest.items()):
             ready.add_metric([process], float(seconds))
         yield ready
+        failed = CounterMetricFamily("omni_control_send_failures", "Control messages (cancel, credit, shutdown, peer list) the parent could not send.", labels=["kind", "process"])
+        for (kind, process), count in sorted((stats.get("control_failures") or {}).items()):
+            failed.add_metric([kind, process], float(count))
+        yield failed

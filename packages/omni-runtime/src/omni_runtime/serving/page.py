@@ -16,6 +16,8 @@ from typing import Any
 
 from omni_compiler import render_html
 
+from .voices import served_voices
+
 
 @cache
 def _static(name: str) -> str:
@@ -45,7 +47,25 @@ def topology_state(runtime: Any) -> dict[str, Any]:
         inst.name: {"state": processes.get(inst.name, "starting"), "queue_depth": int(depths.get(inst.name, 0)), "pid": pids.get(inst.name)}
         for inst in runtime.topology.instances
     }
-    return {"view": render_html.view(runtime.topology), "live": {"status": status, "instances": instances, "transports": _transports(runtime)}}
+    groups = dict(health.get("tp_groups") or {})
+    for name, group in groups.items():  # each rank's box says which group it is in and how the group is
+        for rank in group["ranks"]:
+            if rank["instance"] in instances:
+                instances[rank["instance"]]["tp"] = {"group": name, "rank": rank["rank"], "size": group["size"], "group_state": group["state"]}
+    live = {"status": status, "instances": instances, "transports": _transports(runtime), "tp_groups": groups}
+    return {"view": topology_view(runtime), "live": live}
+
+
+def topology_view(runtime: Any) -> dict[str, Any]:
+    """The compiled view as this run places it: a run on the CPU (``--device cpu``, or no CUDA) shows no GPU ids."""
+    view = render_html.view(runtime.topology)
+    if getattr(runtime, "device", None) == "cpu":
+        view["device"] = "cpu"
+        for instance in view["instances"]:
+            instance["gpus"] = []
+            for stage in instance["stages"]:
+                stage["gpu"] = None
+    return view
 
 
 def _transports(runtime: Any) -> dict[str, str]:
@@ -59,7 +79,7 @@ def _transports(runtime: Any) -> dict[str, str]:
 
 def page_html(runtime: Any, settings: Any) -> str:
     """The live page: the drawing, the synthesis form (voices and models of this server) and its script."""
-    options = "".join(f'<option value="{html.escape(v)}">{html.escape(v)}</option>' for v in settings.voices)
+    options = "".join(f'<option value="{html.escape(v)}">{html.escape(v)}</option>' for v in served_voices(runtime, settings))
     models = "".join(f'<option value="{html.escape(m)}">{html.escape(m)}</option>' for m in settings.models)
     form = (
         _static("synth.html")
@@ -67,5 +87,5 @@ def page_html(runtime: Any, settings: Any) -> str:
         .replace("{{MODELS}}", models)
         .replace("{{AUTH}}", "required" if settings.api_key else "")
     )
-    extra = form + "<script>" + _static("live.js") + "</script>"
-    return render_html.page(render_html.view(runtime.topology), extra_body=extra, live=True)
+    extra = form + _static("voice.html") + "<script>" + _static("live.js") + "</script><script>" + _static("voice.js") + "</script>"
+    return render_html.page(topology_view(runtime), extra_body=extra, live=True)

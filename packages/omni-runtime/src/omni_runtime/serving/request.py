@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator, model_validator
 
-from .audio import AUDIO_FORMATS
+from .audio import AUDIO_FORMATS, wav_problem
 from .errors import APIError, bad_request
 
 DEFAULT_MAX_INPUT_CHARS = 4096
@@ -36,8 +36,8 @@ MAX_INT_DIGITS = 40
 MAX_EXTRA_DEPTH = 8
 """Deepest nesting accepted inside an extra field."""
 INT64 = (-(2**63), 2**63 - 1)
-_RESERVED = frozenset({"text", "request_id"})
-"""Extra fields that would overwrite what the runtime or the entry payload owns."""
+_RESERVED = frozenset({"text", "request_id", "voice_key", "voices_dir"})
+"""Extra fields that would overwrite what the runtime or the entry payload owns (``voice_key``/``voices_dir``: the server's voice cache)."""
 
 Number = StrictInt | StrictFloat
 
@@ -189,9 +189,13 @@ def _input(value: str, max_chars: int) -> str:
 def _ref_audio(value: str) -> bytes:
     _, _, payload = value.partition("base64,") if value.startswith("data:") else ("", "", value)
     try:
-        return base64.b64decode(payload, validate=True)
+        data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         raise bad_request("ref_audio must be a base64-encoded WAV file (or a data:audio/wav;base64, URL)", param="ref_audio", code="invalid_value") from None
+    problem = wav_problem(data)
+    if problem is not None:
+        raise bad_request(f"ref_audio must be a 16- or 32-bit PCM WAV recording, but {problem}", param="ref_audio", code="invalid_value")
+    return data
 
 
 _CODES = {"response_format": "unsupported_response_format", "stream_format": "unsupported_stream_format"}

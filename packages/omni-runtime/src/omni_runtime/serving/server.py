@@ -27,10 +27,17 @@ from typing import Any
 import uvicorn
 
 from .app import ServingSettings, create_app
+from .gate import DEFAULT_MAX_INFLIGHT, AdmissionGate
 from .guard import ACCEPT_BURST, ConnectionLimits, guarded_protocol
+from .speech import SPEECH
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 log = logging.getLogger("omni.serving")
+LISTEN_BACKLOG = 2048
+"""Connections the kernel queues before they are accepted. asyncio uses one number for the listen
+backlog and the accepts per wake-up (:data:`.guard.ACCEPT_BURST`, kept small so the connection cap
+is checked often); a 64-deep kernel queue dropped connection attempts in a burst, and each dropped
+client waited a second for its retry (429s answered after 1-3 s at 10x overload)."""
 _FLUSH_S = 5.0
 """After the drain: how long open connections get to receive their (503) responses."""
 
@@ -47,6 +54,8 @@ class ServeOptions:
     keep_alive: float = 5.0
     """Seconds an idle keep-alive connection stays open."""
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    max_inflight: int | None = DEFAULT_MAX_INFLIGHT
+    """Speech requests in flight at most, counted from their head (None: no bound); past it a 429 before the body is read."""
 
 
 class BindError(Exception):
@@ -76,7 +85,7 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        sock.listen(2048)
+        sock.listen(LISTEN_BACKLOG)
     except OSError as exc:
         sock.close()
         reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
@@ -111,6 +120,12 @@ class _Server(uvicorn.Server):
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets=sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        for sock in sockets or ():  # asyncio set the listen backlog to the accept burst: deepen the kernel's queue again
+            with contextlib.suppress(OSError):
+                sock.listen(LISTEN_BACKLOG)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         if self._draining is not None or self._loop is None:
@@ -158,7 +173,9 @@ async def serve_runtime(
     With ``start_runtime`` the port answers first (``/health`` says ``starting``, 503)
     while the runtime builds its stages; a start-up failure stops the server and is raised.
     """
-    app = create_app(runtime, settings)
+    app: Any = create_app(runtime, settings)
+    if options.max_inflight is not None:
+        app = AdmissionGate(app, path=SPEECH, limit=options.max_inflight, api_key=settings.api_key, metrics=app.state.metrics)
     config = uvicorn.Config(
         app,
         log_level=options.log_level,
@@ -172,8 +189,10 @@ async def serve_runtime(
         root_path=options.root_path,
         server_header=False,
         backlog=ACCEPT_BURST,
+        ws_max_size=1024 * 1024,  # /v1/audio/speech/stream messages are small; larger frames close the socket (1009)
     )
     server = _Server(config, runtime, options.shutdown_grace)
+    asyncio.get_running_loop().set_exception_handler(_AcceptErrors(asyncio.get_running_loop().get_exception_handler()))
     url = bound_url(sock)
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
@@ -189,6 +208,35 @@ async def serve_runtime(
                 await serving
         sock.close()
         await runtime.shutdown(grace=options.shutdown_grace)
+
+
+class _AcceptErrors:
+    """One warning line (at most every 10 s) instead of asyncio's traceback per failed ``accept()``.
+
+    The connection cap keeps HTTP connections below the descriptor limit, but the
+    runtime's own sockets and shared memory, or another user of the process's
+    descriptors, can still exhaust it; asyncio then pauses accepting for a second
+    and logs a traceback for every attempt. Nothing in that traceback helps an
+    operator; the line says what happened and what to do.
+    """
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+        self.last = 0.0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM) and "accept" in context.get("message", ""):
+            now = time.monotonic()
+            if now - self.last >= 10.0:
+                self.last = now
+                log.warning("cannot accept connections: %s (open connections are near the file-descriptor limit); "
+                            "retrying each second; raise the limit (ulimit -n) or lower --max-connections", exc.strerror)
+            return
+        if self.previous is not None:
+            self.previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
 
 
 async def _start(runtime: Any, serving: asyncio.Future[Any], announce: Callable[[str], None]) -> None:

@@ -54,7 +54,7 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
     named = body.get("model", settings.models[0])
     if named in settings.models:  # label the request's metrics with its model even when it is rejected
         request.state.model = named
-    speech = parse_speech(body, settings.models, settings.limits)
+    speech = await request.app.state.voices.resolve(parse_speech(body, settings.models, settings.limits))
     metrics.input_characters.labels(model=speech.model).inc(len(speech.text))
     request.state.chars = len(speech.text)
     try:

@@ -1,14 +1,15 @@
-"""What the server learns about its pipeline before it starts: the preset voices and its build.
+"""What the server knows about its pipeline's build (``omni_build_info``).
 
-A model lists its preset voices as ``VOICES`` (a sequence of names) in the module of
-its entry stage's factory; ``GET /v1/audio/voices`` and the page's voice picker show
-them. A pipeline that declares none serves an empty list (its stages still decide
-which voices they accept, and answer 400 for an unknown one).
+The preset voices are not read here: a model lists them as ``VOICES`` in the
+module of a stage's factory, and only the workers import stage modules; they
+report the list when ready (``Runtime.voices()``; ``GET /v1/audio/voices`` and
+the page's voice picker show it). A pipeline that declares none serves an empty
+list (its stages still decide which voices they accept, and answer 400 for an
+unknown one).
 """
 
 from __future__ import annotations
 
-import importlib
 import platform
 from importlib import metadata
 from typing import Any
@@ -16,20 +17,12 @@ from typing import Any
 _PACKAGES = ("omni-runtime", "omni-compiler", "omni-config", "omni-models", "torch")
 
 
-def voices_of(topology: Any) -> tuple[str, ...]:
-    """``VOICES`` of the entry stage's factory module, else of the first stage module that has one."""
-    entry = next((s for s in topology.stages if s.name == topology.entry_stage), None)
-    ordered = ([entry] if entry else []) + [s for s in topology.stages if s is not entry]
-    for stage in ordered:
-        module_name = stage.factory.partition(":")[0]
-        try:
-            module = importlib.import_module(module_name)
-        except Exception:  # noqa: BLE001 - a module that fails to import fails the stage's build, reported there
-            continue
-        voices = getattr(module, "VOICES", None)
-        if isinstance(voices, (list, tuple, dict)) and all(isinstance(v, str) for v in voices):
-            return tuple(voices)
-    return ()
+def served_voices(runtime: Any, settings: Any) -> tuple[str, ...]:
+    """The voices to list: the settings' own, else what the runtime's workers reported at ready."""
+    if settings.voices:
+        return tuple(settings.voices)
+    reported = getattr(runtime, "voices", None)
+    return tuple(reported()) if callable(reported) else ()
 
 
 def build_info(topology: Any) -> dict[str, str]:

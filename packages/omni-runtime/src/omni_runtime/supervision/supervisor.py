@@ -27,6 +27,7 @@ from omni_compiler.topology import CompiledTopology
 from ..launch import Backend, ExitInfo, LaunchedWorker, WorkerLaunch
 from ..launch.backend import all_exited
 from .policy import RestartBudget, RestartPolicy
+from .tp_groups import GroupRestarts
 
 log = logging.getLogger("omni.supervisor")
 
@@ -54,6 +55,8 @@ class Instance:
     startup_error: str = ""
     term_requested: bool = False
     last_exit: ExitInfo | None = None
+    silent_for: float | None = None
+    """Set when the instance was killed for sending no heartbeat for this many seconds."""
     restart_timer: asyncio.TimerHandle | None = None
 
     @property
@@ -93,6 +96,7 @@ class Supervisor:
             policy = policies[inst.process]
             self.instances[inst.name] = Instance(inst.name, policy, RestartBudget(policy))
         self.stats = SupervisorStats()
+        self.tp_groups = GroupRestarts(topology)
         self.restarting_enabled = False
         """False until the first start completed: a failure while starting is a StartupError, not a restart."""
         self.stopping = False
@@ -108,6 +112,7 @@ class Supervisor:
         inst.launched_at = time.monotonic()
         inst.startup_error = ""
         inst.term_requested = False
+        inst.silent_for = None
         worker = await self.backend.launch(self._make_launch(inst.name, inst.attempt))
         inst.worker = worker
         inst.last_pid = worker.pid
@@ -135,6 +140,15 @@ class Supervisor:
         inst.startup_error = f"stage {stage}: {last}" if stage else last
         if self.restarting_enabled:
             log.error("restart %d of process %s failed to start (stage %s):\n%s", inst.attempt, name, stage or "-", tb.rstrip())
+
+    def kill_unresponsive(self, name: str, silent_for: float) -> None:
+        """The instance sent no heartbeat for ``silent_for`` seconds: kill it (its exit is handled as any death)."""
+        inst = self.instances.get(name)
+        if inst is None or inst.worker is None or self.stopping:
+            return
+        inst.silent_for = silent_for
+        log.warning("process %s sent no heartbeat for %.1f s (frozen or blocked): killing it", name, silent_for)
+        inst.worker.kill()
 
     def on_term(self, name: str) -> None:
         """The instance got SIGTERM on its own: it takes no new requests (it is stopped, then restarted)."""
@@ -164,6 +178,8 @@ class Supervisor:
             self._on_change()
             return
         reason = self.reason(inst, info)
+        if self.tp_groups.handle_exit(self, inst, reason):  # a TP rank: its whole group restarts as one unit
+            return
         delay = inst.budget.take()
         if delay is None:
             if inst.policy.max_restarts == 0:
@@ -201,6 +217,8 @@ class Supervisor:
         """Why the instance ended, as a short label: ``SIGKILL``, ``SIGTERM``, ``exit 1``, ``startup error``."""
         if inst.startup_error:
             return "startup error"
+        if inst.silent_for is not None:
+            return "no heartbeat"
         if inst.term_requested and info.code == 0:
             return "SIGTERM"
         return info.reason
@@ -249,6 +267,13 @@ class Supervisor:
 def _what(inst: Instance, info: ExitInfo) -> str:
     if inst.startup_error:
         return f"failed to start ({inst.startup_error})"
+    if inst.silent_for is not None:
+        return silent_words(inst.silent_for)
     if inst.term_requested and info.code == 0:
         return "stopped after SIGTERM"
     return info.describe()
+
+
+def silent_words(seconds: float) -> str:
+    """How a worker killed for its missing heartbeat is described to operators and clients."""
+    return f"sent no heartbeat for {seconds:.1f} s (frozen or blocked) and was killed"

@@ -18,6 +18,7 @@ from typing import Any
 
 from omni_compiler.topology import CompiledTopology, ProcessInstance, StagePlacement
 
+from ..distributed.launch import join_for_instance
 from ..payload import StagePayload
 from ..routing import Router
 from .factory import Injection, import_dotted, injected_kwargs, resolve_device
@@ -45,18 +46,23 @@ class BuiltStages:
     executors: dict[str, ThreadPoolExecutor] = field(default_factory=dict)
     route_fns: dict[str, Callable[[StagePayload], Any]] = field(default_factory=dict)
     merge_fns: dict[str, Callable[[dict[str, StagePayload]], Any]] = field(default_factory=dict)
+    tp_group: Any = None
 
     def shutdown(self) -> None:
         for executor in self.executors.values():
             executor.shutdown(wait=False, cancel_futures=True)
 
 
-def build_stages(topology: CompiledTopology, instance: ProcessInstance, options: WorkerOptions, router: Router) -> BuiltStages:
-    """Every stage of ``instance``, in declaration order; :class:`StageBuildError` on the first failure."""
+def build_stages(topology: CompiledTopology, instance: ProcessInstance, options: WorkerOptions, router: Router, run: dict | None = None) -> BuiltStages:
+    """Every stage of ``instance``, in declaration order; :class:`StageBuildError` on the first failure.
+
+    A TP rank first joins its group (``omni_runtime.distributed``); failing to is a startup error
+    that names the group and the rank."""
     built = BuiltStages()
     stage_name: str | None = None
     try:
         _enforce_memory_fraction(instance, options)
+        built.tp_group = join_for_instance(run or {}, instance, options.device)
         for placement in instance.stages:
             stage_name = placement.stage
             _build_stage(built, topology, instance, placement, options)
@@ -106,6 +112,7 @@ def _build_stage(built: BuiltStages, topology: CompiledTopology, instance: Proce
         model_path=options.model_path,
         tp_rank=placement.tp_rank,
         tp_size=placement.tp_size,
+        tp_group=built.tp_group,
     )
     factory = import_dotted(stage.factory)
     obj = factory(**injected_kwargs(factory, injection, stage.factory_args))

@@ -1,4 +1,13 @@
-"""The worker: build this process instance's stages, report ready, serve until told to stop."""
+"""The worker: build this process instance's stages, report ready, serve until told to stop.
+
+:class:`Worker` composes its parts, each an object with its own narrow
+interface: a :class:`~.requests.WorkerRequests` table (requests in flight
+here, abort, deadline), a :class:`~.forward.Forwarder` (outputs, chunks and
+control messages out), a :class:`~.runner.StageRunner` (starts and runs
+stages; the forwarder's local delivery) and an
+:class:`~.dispatch.InboxDispatcher` (messages in). The plane comes from the
+:class:`~.host.WorkerHost` the entry point was given.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +17,20 @@ import logging
 import signal
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from omni_compiler.topology import CompiledTopology, ProcessInstance
 
 from .. import envelope as E
 from ..routing import Router
 from .build import BuiltStages, StageBuildError, build_stages
-from .execution import Execution
-from .inbound import Inbound
+from .dispatch import InboxDispatcher
+from .facts import stage_facts
+from .forward import Forwarder
+from .host import WorkerHost
 from .options import WorkerOptions
-from .outbound import Outbound
+from .requests import WorkerRequests
+from .runner import StageRunner
 
 log = logging.getLogger("omni.worker")
 
@@ -25,56 +38,76 @@ TERM_EARLY = threading.Event()
 """Set by the entry point's handler when SIGTERM came before the event loop could take it."""
 
 
-class Worker(Inbound, Execution, Outbound):
+class Worker:
     """One process instance's stages and the requests in flight through them."""
 
-    def __init__(self, topology: CompiledTopology, instance: ProcessInstance, run: dict[str, str], options: WorkerOptions) -> None:
+    def __init__(
+        self, topology: CompiledTopology, instance: ProcessInstance, run: dict[str, Any], options: WorkerOptions, host: WorkerHost | None = None
+    ) -> None:
         self.topology = topology
         self.instance = instance
         self.name = instance.name
         self.run_spec = run
         self.options = options
+        self.host = host or WorkerHost()
         self.router = Router(topology)
-        self.local = {p.stage: p for p in instance.stages}
         self.stages = BuiltStages()
-        self.requests = {}
-        self.finished = OrderedDict()
+        self.plane: Any = None
+        self.requests: WorkerRequests | None = None
+        self.forwarder: Forwarder | None = None
+
+    @property
+    def finished(self) -> OrderedDict[str, None]:
+        """Ids of requests that finished here recently (their late messages are dropped)."""
+        return self.requests.finished if self.requests is not None else OrderedDict()
 
     async def run(self) -> None:
         """Build, report ready (or the startup traceback), serve until SHUTDOWN."""
-        from ..plane import Plane
-        from ..transport import RunDir
-
-        self.loop = asyncio.get_running_loop()
-        run = RunDir.from_dict(self.run_spec)
-        if "node" in self.run_spec:  # placed on a node of a cluster: IPC on this node, TCP to the others
-            from ..raycluster.dataplane import NodePlane
-
-            self.plane = NodePlane(run, self.name, self.run_spec["node"], self.run_spec.get("peers"), self.options.shm_budget_bytes)
-        else:
-            self.plane = Plane(run, self.name, self.options.shm_budget_bytes)
-        self.to_parent = self.plane.outbox(E.PARENT)
+        loop = asyncio.get_running_loop()
+        self.plane = self.host.open_plane(self.run_spec, self.name, self.options)
+        to_parent = self.plane.outbox(E.PARENT)
+        self.requests = WorkerRequests(loop)
         try:
-            with self._sigterm_reported():  # from the start: a SIGTERM while building or right after ready is reported too
+            with self._sigterm_reported(loop):  # from the start: a SIGTERM while building or right after ready is reported too
                 try:
-                    self.stages = build_stages(self.topology, self.instance, self.options, self.router)
+                    self.stages = build_stages(self.topology, self.instance, self.options, self.router, self.run_spec)
                 except StageBuildError as exc:
                     log.error("failed to start (stage %s):\n%s", exc.stage or "-", exc.tb.rstrip())
-                    await self.to_parent.send(E.header(E.STARTUP_ERROR, stage=exc.stage or "", src=self.name, has_data=True), exc.tb)
+                    await to_parent.send(E.header(E.STARTUP_ERROR, stage=exc.stage or "", src=self.name, has_data=True), exc.tb)
                     return
+                local = {p.stage: p for p in self.instance.stages}
+                self.forwarder = forwarder = Forwarder(self.name, self.router, local, self.stages.route_fns, self.plane, loop)
+                runner = StageRunner(self.instance, self.router, self.stages, self.requests, forwarder)
+                forwarder.delivery = runner
+                dispatcher = InboxDispatcher(self.plane, self.requests, runner)
                 endpoint = self.plane.endpoint() if hasattr(self.plane, "endpoint") else None  # where peers on other nodes reach us
-                await self.to_parent.send(E.header(E.READY, src=self.name, has_data=endpoint is not None), endpoint)
+                ready = {"endpoint": endpoint, **stage_facts(self.topology, self.instance)}
+                await to_parent.send(E.header(E.READY, src=self.name, has_data=True), ready)
+                beating = loop.create_task(self._heartbeat(forwarder)) if self.options.heartbeat_interval > 0 else None
                 try:
-                    await self._serve()
+                    await dispatcher.serve()
                 finally:
-                    for req in list(self.requests.values()):
-                        self._abort(req)
+                    if beating is not None:
+                        beating.cancel()
+                    self.requests.abort_all()
                     self.stages.shutdown()
         finally:
             self.plane.close()
 
+    async def _heartbeat(self, forwarder: Forwarder) -> None:
+        """Tell the parent, every ``heartbeat_interval``, that this event loop still turns.
+
+        A worker that stops (SIGSTOP, a stage that blocks the loop, a deadlock
+        under the GIL) stops beating; the parent kills and restarts it under its
+        policy instead of letting its requests wait out their deadlines.
+        """
+        header = E.header(E.HEARTBEAT, src=self.name)
+        while True:
+            await asyncio.sleep(self.options.heartbeat_interval)
+            await forwarder.control.send(E.PARENT, header)
+
     @contextlib.contextmanager
-    def _sigterm_reported(self):
+    def _sigterm_reported(self, loop: asyncio.AbstractEventLoop):
         """SIGTERM is reported to the parent, which decides: drain with everyone, or restart this one.
 
         systemd and ``docker stop`` signal every process of the service at
@@ -84,14 +117,18 @@ class Worker(Inbound, Execution, Outbound):
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        self.loop.add_signal_handler(signal.SIGTERM, self._on_sigterm)
+        loop.add_signal_handler(signal.SIGTERM, self._on_sigterm, loop)
         if TERM_EARLY.is_set():
-            self._on_sigterm()
+            self._on_sigterm(loop)
         try:
             yield
         finally:
-            self.loop.remove_signal_handler(signal.SIGTERM)
+            loop.remove_signal_handler(signal.SIGTERM)
 
-    def _on_sigterm(self) -> None:
+    def _on_sigterm(self, loop: asyncio.AbstractEventLoop) -> None:
         log.warning("received SIGTERM; telling the parent (it drains with the server, or restarts this process)")
-        self.loop.create_task(self._send_quietly(E.PARENT, E.header(E.TERM, src=self.name)))
+        loop.create_task(self._report_term())
+
+    async def _report_term(self) -> None:
+        with contextlib.suppress(Exception):  # the parent is gone: nobody to tell
+            await self.plane.outbox(E.PARENT).send(E.header(E.TERM, src=self.name), timeout=5.0)

@@ -23,6 +23,7 @@ INJECTABLE = (
     "model_path",
     "tp_rank",
     "tp_size",
+    "tp_group",
 )
 
 
@@ -56,6 +57,8 @@ class Injection:
     model_path: str | None
     tp_rank: int | None
     tp_size: int
+    tp_group: Any = None
+    """The rank's ``omni_runtime.distributed.TPGroup`` (TP stages; None otherwise)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in INJECTABLE}

@@ -17,6 +17,8 @@ class WorkerOptions:
     shm_budget_bytes: int = 1 << 30
     log_level: str = "info"
     log_format: str = "text"
+    heartbeat_interval: float = 1.0
+    """Seconds between the worker's heartbeats to the parent once ready (0: none)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -1,30 +1,17 @@
-"""What a worker knows while it serves: its stages, its peers, and the requests in flight here.
-
-:class:`Worker` is assembled from three sides that share this state:
-:mod:`.inbound` (messages in), :mod:`.execution` (running stages) and
-:mod:`.outbound` (results, chunks and done signals out). Each side's methods
-are in its own module; the attributes they share are declared here once.
-"""
+"""One request as a worker process sees it (the value :mod:`.requests` keeps per request id)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from omni_compiler.topology import CompiledTopology, ProcessInstance, StagePlacement
-
 from ..flow import CreditGate
 from ..payload import StagePayload
-from ..routing import Router
-from .build import BuiltStages
 from .channel import ChunkChannel
-from .options import WorkerOptions
 
 if TYPE_CHECKING:
-    from ..plane import Plane
-    from ..transport import AsyncOutbox
+    pass
 
 
 @dataclass
@@ -39,7 +26,9 @@ class RequestState:
     channels: dict[str, ChunkChannel] = field(default_factory=dict)
     parts: dict[str, dict[str, StagePayload]] = field(default_factory=dict)
     deadline: float | None = None
-    """Epoch seconds after which the request's work here is cancelled."""
+    """``time.monotonic()`` instant after which the request's work here is cancelled (``ctx.deadline``)."""
+    wall_deadline: float | None = None
+    """The same deadline in epoch seconds, as it travels to the next process."""
     expiry: asyncio.TimerHandle | None = None
     gates: dict[tuple[str, str], CreditGate] = field(default_factory=dict)
     """Credit per (consumer stage, consumer instance) for chunks this process streams to another."""
@@ -49,20 +38,3 @@ class RequestState:
         if self.expiry is not None:
             self.expiry.cancel()
             self.expiry = None
-
-
-class WorkerState:
-    """The attributes the worker's sides share (set by :class:`~omni_runtime.worker.core.Worker`)."""
-
-    topology: CompiledTopology
-    instance: ProcessInstance
-    name: str
-    options: WorkerOptions
-    router: Router
-    local: dict[str, StagePlacement]
-    stages: BuiltStages
-    requests: dict[str, RequestState]
-    finished: OrderedDict[str, None]
-    loop: asyncio.AbstractEventLoop
-    plane: Plane
-    to_parent: AsyncOutbox

@@ -1,0 +1,257 @@
+"""The talker's running batch: every request in its own KV-cache slot, one forward per step.
+
+``TalkerBatch`` has the decode-batch interface ``omni_models.common.scheduler.StepScheduler``
+drives (``check_prompt``/``reserve``/``join``/``leave``/``step``/``rows``), so requests join and
+leave the running batch between steps under the shared continuous-batching scheduler
+(``TalkerScheduler`` only swaps in this batch). A step:
+
+1. the running rows' last hidden states -> one ``codec_head`` for all -> the reference's masks
+   (control codes suppressed, EOS blocked before ``min_new_tokens``) -> per-request sampling;
+2. rows that sampled EOS, or reached ``max_new_tokens`` (whose last sample the reference drops),
+   leave; the others run the code predictor together (groups 1..G-1, lockstep);
+3. each continuing row's next input is its frame's summed embeddings plus its next trailing text
+   embedding (or ``tts_pad``), and one talker forward advances them all, each attending over its
+   own slot up to its own position.
+
+Slots are compact (a leaving row's slot is refilled by the last row), so the step reads
+``keys[:, :n]`` as a view. The cache grows by doubling in rows and positions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from omni_models.common.limits import GenerationLimits
+
+from .sampling import Sampler, pick_rows
+from .talker import Talker
+
+#: Codes the talker may never emit: the top 1024 ids of its codec vocabulary except EOS (the reference's suppress list).
+SUPPRESSED_SPAN = 1024
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    max_seq_len: int
+
+
+@dataclass(frozen=True)
+class TalkerJob:
+    """What a request brings besides its prompt: samplers, trailing text embeddings, ``tts_pad``."""
+
+    talker: Sampler
+    sub: Sampler
+    trailing: torch.Tensor  # [n, hidden]
+    pad: torch.Tensor  # [hidden]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    owner: Any
+    frame: list[int] | None
+    finished: bool
+
+
+@dataclass(eq=False)
+class Row:
+    owner: Any
+    job: TalkerJob
+    limits: GenerationLimits
+    generator: torch.Generator
+    span: int
+    slot: int = -1
+    position: int = 0
+    step: int = 0
+    hidden: torch.Tensor | None = None
+    history: list[int] = field(default_factory=list)
+
+
+class SlotCache:
+    """Keys/values ``[layers, rows, kv_heads, length, head_dim]``, rows compact in ``0..n-1``."""
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, device: torch.device, dtype: torch.dtype):
+        self.shape = (layers, kv_heads, head_dim)
+        self.device, self.dtype = device, dtype
+        self.keys = self.values = self._alloc(0, 0)
+
+    def _alloc(self, rows: int, length: int) -> torch.Tensor:
+        layers, kv_heads, head_dim = self.shape
+        return torch.zeros((layers, rows, kv_heads, length, head_dim), device=self.device, dtype=self.dtype)
+
+    def ensure(self, rows: int, length: int) -> None:
+        have_rows, have_len = self.keys.shape[1], self.keys.shape[3]
+        if rows <= have_rows and length <= have_len:
+            return
+        new_rows = max(have_rows, rows if rows <= have_rows else max(4, 2 * have_rows, rows))
+        new_len = max(have_len, length if length <= have_len else max(256, 2 * have_len, length))
+        keys, values = self._alloc(new_rows, new_len), self._alloc(new_rows, new_len)
+        keys[:, :have_rows, :, :have_len] = self.keys
+        values[:, :have_rows, :, :have_len] = self.values
+        self.keys, self.values = keys, values
+
+    def move(self, src: int, dst: int) -> None:
+        self.keys[:, dst] = self.keys[:, src]
+        self.values[:, dst] = self.values[:, src]
+
+
+class TalkerBatch:
+    """Not thread-safe: one scheduler thread drives it."""
+
+    def __init__(self, talker: Talker, max_seq_len: int):
+        self.talker = talker
+        self.spec = talker.spec
+        self.config = BatchConfig(max_seq_len)
+        weight = talker.codec_head.weight
+        self.device, self.dtype = weight.device, weight.dtype
+        t = self.spec.talker
+        kv_heads = talker.model.layers[0].self_attn.k_proj.out_features // t.head_dim  # this rank's (all without TP)
+        self.cache = SlotCache(t.layers, kv_heads, t.head_dim, self.device, self.dtype)
+        self.mirror: Any = None
+        """Rank 0 of a TP group: sends each forward's inputs to the other ranks (``omni_models.qwen3_tts_12hz.tp``)."""
+        self.order: list[Row] = []
+        self.rows: dict[Any, Row] = {}
+        vocab = self.spec.codec_vocab
+        mask = torch.zeros(vocab, dtype=torch.bool, device=self.device)
+        mask[max(0, vocab - SUPPRESSED_SPAN) :] = True
+        mask[self.spec.codec.eos] = False
+        self.suppressed = mask
+
+    # -- the interface StepScheduler drives ------------------------------------------------
+    def check_prompt(self, prompt: torch.Tensor) -> None:
+        hidden = self.spec.talker.hidden
+        if prompt.dim() != 3 or prompt.shape[0] != 1 or prompt.shape[2] != hidden:
+            raise ValueError(f"prompt must be [1, T, {hidden}] for this talker, got {tuple(prompt.shape)}")
+
+    def reserve(self, prompt_len: int, limits: GenerationLimits) -> int:
+        span = prompt_len + limits.max_new_tokens
+        if span > self.config.max_seq_len:
+            raise ValueError(
+                f"a prompt of {prompt_len} positions plus up to {limits.max_new_tokens} generated frames exceeds the engine's "
+                f"context of {self.config.max_seq_len}; shorten the text, the reference audio or max_new_tokens"
+            )
+        return span
+
+    def join(self, owner: Any, prompt: torch.Tensor, limits: GenerationLimits, job: TalkerJob, generator: torch.Generator) -> Row:
+        self.check_prompt(prompt)
+        span = self.reserve(prompt.shape[1], limits)
+        row = Row(owner, job, limits, generator, span, slot=len(self.order))
+        length = prompt.shape[1]
+        prompt = prompt.to(self.device, self.dtype)
+        with self.mirror.prefill(row.slot, prompt) if self.mirror is not None else contextlib.nullcontext():
+            row.hidden = self.prefill(row.slot, prompt)[0, -1]
+        row.position = length
+        self.order.append(row)
+        self.rows[owner] = row
+        return row
+
+    def prefill(self, slot: int, prompt: torch.Tensor) -> torch.Tensor:
+        """Run ``prompt`` ``[1, T, hidden]`` into cache ``slot``; its hidden states (every TP rank runs this)."""
+        length = prompt.shape[1]
+        self.cache.ensure(slot + 1, length + 1)
+        cache = self.cache
+
+        def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            cache.keys[layer, slot, :, :length] = k[0]
+            cache.values[layer, slot, :, :length] = v[0]
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.shape[1] != q.shape[1])
+
+        positions = torch.arange(length, device=self.device)[None]
+        return self.talker.model.run(prompt, positions, attend)
+
+    def leave(self, owner: Any) -> None:
+        row = self.rows.pop(owner, None)
+        if row is None:
+            return
+        last = self.order.pop()
+        if last is not row:
+            if self.mirror is not None:
+                self.mirror.move(last.slot, row.slot)
+            self.cache.move(last.slot, row.slot)
+            self.order[row.slot] = last
+            last.slot = row.slot
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.order.clear()
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __bool__(self) -> bool:
+        return bool(self.order)
+
+    def step(self) -> list[StepResult]:
+        rows = list(self.order)
+        if not rows:
+            return []
+        eos = self.spec.codec.eos
+        hidden = torch.stack([r.hidden for r in rows])
+        logits = self.talker.codec_head(hidden).float()
+        logits[:, self.suppressed] = float("-inf")
+        for i, row in enumerate(rows):
+            if row.step < row.limits.min_new_tokens:
+                logits[i, eos] = float("-inf")
+        first = pick_rows(logits, [r.job.talker for r in rows], [r.generator for r in rows], [r.history for r in rows])
+        results: list[StepResult] = []
+        live: list[int] = []
+        for i, (row, code) in enumerate(zip(rows, first.tolist())):
+            row.history.append(code)
+            if code == eos or row.step + 1 >= row.limits.max_new_tokens:
+                results.append(StepResult(row.owner, None, True))
+            else:
+                live.append(i)
+        if live:
+            index = torch.tensor(live, device=self.device)
+            live_rows = [rows[i] for i in live]
+            first_embed = self.talker.codec(first[index])
+            subs = [r.job.sub for r in live_rows]
+            gens = [r.generator for r in live_rows]
+            rest = self.talker.code_predictor.generate(hidden[index], first_embed, lambda _g, lg: pick_rows(lg.float(), subs, gens))
+            codes = torch.stack(rest, dim=1)
+            frames = torch.cat([first[index, None], codes], dim=1).tolist()
+            embeds = self.talker.code_predictor.embed(codes, first_embed)
+            feed = {}
+            for j, row in enumerate(live_rows):
+                results.append(StepResult(row.owner, frames[j], False))
+                text = row.job.trailing[row.step] if row.step < row.job.trailing.shape[0] else row.job.pad
+                feed[row.owner] = embeds[j] + text.to(embeds.dtype)
+        for result in results:
+            if result.finished:
+                self.leave(result.owner)
+        for row in rows:
+            row.step += 1
+        if live:
+            self._advance(feed)
+        return results
+
+    def _advance(self, feed: dict[Any, torch.Tensor]) -> None:
+        rows = self.order  # compact: exactly the continuing rows, in slot order
+        x = torch.stack([feed[r.owner] for r in rows])[:, None]
+        positions = torch.tensor([r.position for r in rows], device=self.device)
+        with self.mirror.advance(x, positions) if self.mirror is not None else contextlib.nullcontext():
+            out = self.advance(x, positions)
+        for i, row in enumerate(rows):
+            row.hidden = out[i]
+            row.position += 1
+
+    def advance(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """One position for slots ``0..n-1``: inputs ``[n, 1, hidden]`` at ``positions`` ``[n]`` -> ``[n, hidden]``
+        (every TP rank runs this)."""
+        n = x.shape[0]
+        length = int(positions.max()) + 1
+        self.cache.ensure(n, length)
+        cache, slots = self.cache, torch.arange(n, device=self.device)
+        mask = (torch.arange(length, device=self.device)[None] <= positions[:, None])[:, None, None]
+
+        def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            cache.keys[layer, slots, :, positions] = k[:, :, 0]
+            cache.values[layer, slots, :, positions] = v[:, :, 0]
+            keys, values = cache.keys[layer, :n, :, :length], cache.values[layer, :n, :, :length]
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=keys.shape[1] != q.shape[1])
+
+        return self.talker.model.run(x, positions[:, None], attend)[:, 0]

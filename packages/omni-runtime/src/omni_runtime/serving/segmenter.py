@@ -1,0 +1,130 @@
+"""Cut text that arrives in pieces into segments worth synthesising, as soon as they are complete.
+
+A voice agent's language model streams its answer a few characters at a time; waiting for
+the whole answer would add its full generation time to the first audio. pysbd (rule-based,
+abbreviation- and number-aware) decides where sentences end: every sentence but the last
+one it finds is complete. The last, still growing one is cut early at a clause boundary
+(a comma, semicolon, colon or dash followed by a space) once it holds ``clause_chars``
+characters (``first_clause_chars`` for an answer's first segment, so its audio starts
+early), and cut at the last space before ``max_segment_chars`` when it has none, so
+neither a long sentence nor text without punctuation holds the audio back. ``flush``
+hands out whatever is left. Concatenating every segment gives back the input exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+_BOUNDARY_CHARS = frozenset(".!?;:,\n\u2014\u2013\u2026\u3002\uff01\uff1f")
+"""Characters after which a cut may become possible: only then is pysbd consulted again."""
+_CLAUSE = re.compile(r"[,;:\u2014\u2013](?=\s)|\s[-\u2013\u2014](?=\s)")
+_SPEAKABLE = re.compile(r"\w")
+_TERMINAL = re.compile(r"[.!?\u2026\u3002\uff01\uff1f][\"')\]\u201d\u2019]*\s+$")
+
+
+@dataclass(frozen=True)
+class SegmentLimits:
+    clause_chars: int = 60
+    """A growing sentence this long is cut at its last clause boundary."""
+    first_clause_chars: int = 20
+    """The same for an answer's first segment: shorter, so the first audio starts sooner."""
+    max_segment_chars: int = 300
+    """No segment is longer: past it the text is cut at the last space (or hard, without one)."""
+    max_pending_chars: int = 4096
+    """Text held back at most (not yet a segment); a delta beyond it is refused."""
+    language: str = "en"
+
+
+@cache
+def _segmenter(language: str) -> Any:
+    import pysbd
+
+    return pysbd.Segmenter(language=language, clean=False, char_span=False)
+
+
+def speakable(text: str) -> bool:
+    """Whether a segment holds anything to say (letters or digits), so whitespace or a lone '...' is not sent to a model."""
+    return bool(_SPEAKABLE.search(text))
+
+
+class TextSegmenter:
+    """Feed deltas, get complete segments back, in order; never loses or reorders a character."""
+
+    def __init__(self, limits: SegmentLimits | None = None) -> None:
+        self.limits = limits or SegmentLimits()
+        self._pending = ""
+        self._first = True
+        """No segment has been handed out since the last flush or reset (the answer's first is still to come)."""
+
+    @property
+    def pending(self) -> str:
+        return self._pending
+
+    def would_overflow(self, delta: str) -> bool:
+        return len(self._pending) + len(delta) > self.limits.max_pending_chars
+
+    def feed(self, delta: str) -> list[str]:
+        """Add ``delta``; return the segments it completed (often none)."""
+        window = self._pending[-1:] + delta  # a boundary just before the delta's first space counts too
+        self._pending += delta
+        if not any(ch in _BOUNDARY_CHARS for ch in window) and len(self._pending) <= self.limits.max_segment_chars:
+            return []
+        return self._cut()
+
+    def flush(self) -> list[str]:
+        """Every held-back character as segments (each at most ``max_segment_chars``)."""
+        out = self._cut()
+        while self._pending:
+            head = self._split_long(self._pending) if len(self._pending) > self.limits.max_segment_chars else self._pending
+            out.append(head)
+            self._pending = self._pending[len(head):]
+        self._first = True
+        return out
+
+    def reset(self) -> str:
+        """Drop held-back text (barge-in); returns what was dropped."""
+        dropped, self._pending = self._pending, ""
+        self._first = True
+        return dropped
+
+    def _cut(self) -> list[str]:
+        sentences = [s for s in _segmenter(self.limits.language).segment(self._pending) if s]
+        if "".join(sentences) != self._pending:  # pysbd normalised something: fall back to no sentence cut
+            sentences = [self._pending]
+        out = sentences[:-1]
+        last = sentences[-1] if sentences else ""
+        if self._complete(last):
+            out.append(last)
+            last = ""
+        while len(last) > self.limits.max_segment_chars:
+            head = self._split_long(last)
+            out.append(head)
+            last = last[len(head):]
+        if len(last) >= (self.limits.first_clause_chars if self._first and not out else self.limits.clause_chars):
+            clauses = [m.end() for m in _CLAUSE.finditer(last)]
+            if clauses:
+                cut = clauses[-1]
+                while cut < len(last) and last[cut].isspace():
+                    cut += 1
+                out.append(last[:cut])
+                last = last[cut:]
+        self._pending = last
+        self._first = self._first and not out
+        return out
+
+    def _complete(self, sentence: str) -> bool:
+        """A last sentence that ends in terminal punctuation and a space is complete unless pysbd would join
+        the next word to it (an abbreviation such as "Dr. "): asked with a probe word after it."""
+        if not sentence[-1:].isspace() or not _TERMINAL.search(sentence):
+            return False
+        probe = [s for s in _segmenter(self.limits.language).segment(sentence + "Next") if s]
+        return len(probe) >= 2 and probe[-1] == "Next"
+
+    def _split_long(self, text: str) -> str:
+        limit = self.limits.max_segment_chars
+        clauses = [m.end() for m in _CLAUSE.finditer(text, 0, limit)]
+        cut = clauses[-1] if clauses else text.rfind(" ", 0, limit) + 1
+        return text[: cut if cut > 0 else limit]
