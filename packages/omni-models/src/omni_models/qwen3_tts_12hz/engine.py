@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from omni_models.common.sampling import generator_for
 from omni_models.common.playback import Schedule
+from omni_models.common.sampling import generator_for
 from omni_models.common.scheduler import BatchLimits, FrameStream, StepScheduler
 from omni_models.common.stages import emit_codes, is_cancelled
 
