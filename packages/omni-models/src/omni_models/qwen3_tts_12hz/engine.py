@@ -30,9 +30,9 @@ class TalkerScheduler(StepScheduler):
 class TalkerEngine:
     """``frames(prepared, ctx)``: submit a prepared request; ``stream`` sends its code chunks to the vocoder."""
 
-    def __init__(self, batch: TalkerBatch, *, name: str, limits: BatchLimits, seed: int, chunking: tuple[int, int], stage: str = "tts_engine"):
+    def __init__(self, batch: TalkerBatch, *, name: str, limits: BatchLimits, seed: int, chunking: tuple[int, int], stage: str = "tts_engine", schedule: Schedule | None = None):
         self.batch, self.seed, self.chunking, self.name = batch, seed, chunking, name
-        self.scheduler = TalkerScheduler(batch, name=f"{name} {stage}", limits=limits, stage=stage)
+        self.scheduler = TalkerScheduler(batch, name=f"{name} {stage}", limits=limits, stage=stage, schedule=schedule)
 
     def submit(self, prepared: Any, ctx: Any = None, *, chunked: bool = True) -> FrameStream:
         with torch.inference_mode():
