@@ -180,6 +180,13 @@ def browser(session: nox.Session) -> None:
     _pytest(session, "packages/omni-runtime/browser_tests")
 
 
+@nox.session
+def bench_stream(session: nox.Session) -> None:
+    """Streaming under load (not in the default set): deadline vs fifo scheduler per model, open-loop max rate, TTFA goals."""
+    _install(session, "omni-models", extras="")
+    session.run("python", "benchmarks/stream_bench.py", *session.posargs)
+
+
 # Reference implementations each parity venv installs next to omni-models (reference code lives in these venvs only).
 # qwen3_tts: qwen-tts pins transformers 4.57.3 / accelerate 1.12.0 and declares gradio, torchaudio, sox and onnxruntime,
 # which its 12 Hz path never calls: it is installed --no-deps with what that path imports.

@@ -22,10 +22,8 @@ Every Ray process stays on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -186,27 +184,39 @@ def free_port() -> int:
 
 
 HTTP_BODY = {"model": "noop4", "input": "x", "voice": "default", "response_format": "pcm"}
+sys.path.insert(0, str(HERE))  # http_client, imported by name from the benchmarks folder
 
 
 def http_load(url: str, concurrencies: tuple[int, ...], requests: int) -> dict[int, Load]:
-    """Run the closed loop from a separate process (``python bench_common.py http URL ...``)."""
-    cmd = [sys.executable, str(HERE / "bench_common.py"), "http", url, ",".join(map(str, concurrencies)), str(requests)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800)
-    return {int(k): Load.from_dict(v) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+    """The closed loop over HTTP from ``http_client`` (keep-alive, several client processes), the
+    same warm-up as every contender; ``client_ceiling`` says how far this client itself can go."""
+    import http_client
+
+    loads = {}
+    for c in concurrencies:
+        total, seconds, latencies = http_client.load(url, c, requests, WARMUP)
+        loads[c] = Load(c, total, seconds, tuple(latencies))
+    return loads
 
 
-async def _http_client(url: str, concurrencies: tuple[int, ...], requests: int) -> dict[int, Load]:
-    import httpx
+def client_ceiling(concurrencies: tuple[int, ...], requests: int) -> dict[int, Load]:
+    """The HTTP client's own rate against a server that costs nothing (same requests, same bytes)."""
+    import http_client
 
-    limits = httpx.Limits(max_connections=max(concurrencies), max_keepalive_connections=max(concurrencies))
-    async with httpx.AsyncClient(limits=limits, timeout=120) as client:
+    with http_client.TrivialServer() as server:
+        return http_load(server.url, concurrencies, requests)
 
-        async def one() -> None:
-            response = await client.post(url, json=HTTP_BODY)
-            if response.status_code != 200 or len(response.content) != CLIP_SAMPLES * 2:
-                raise RuntimeError(f"{url}: HTTP {response.status_code}, {len(response.content)} bytes: {response.text[:200]}")
 
-        return await warm_and_load(one, concurrencies, requests)
+def ceiling_rows(label: str, measured: dict[int, Load], ceiling: dict[int, Load]) -> list[list[str]]:
+    """The client's ceiling next to a server's HTTP rate: a rate above half the ceiling measures the client."""
+    import http_client
+
+    rows = []
+    for c in sorted(measured):
+        share = measured[c].rps / ceiling[c].rps
+        verdict = "client-bound" if share > http_client.CLIENT_BOUND else "server-bound"
+        rows.append([label, f"c={c} req/s", f"{measured[c].rps:,.0f}", f"client ceiling {ceiling[c].rps:,.0f}", f"{share:.2f}x", f"<= {http_client.CLIENT_BOUND:g}x", verdict])
+    return rows
 
 
 def wait_http(url: str, timeout: float = 120.0) -> None:
@@ -392,7 +402,3 @@ def load_rows(label: str, ours: dict[int, Load], other: dict[int, Load], other_n
     return rows
 
 
-if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "http":
-    _concurrencies = tuple(int(c) for c in sys.argv[3].split(","))
-    _loads = asyncio.run(_http_client(sys.argv[2], _concurrencies, int(sys.argv[4])))
-    print(json.dumps({c: load.to_dict() for c, load in _loads.items()}))

@@ -15,7 +15,10 @@ against one server:
 Every request has a deadline (the server's ``--request-timeout``); a client gives up
 ``HANG_MARGIN_S`` later and counts the request as hung (must be 0). After the run the
 server gets SIGTERM; every worker it ever had must be gone and no ``/dev/shm`` segment of
-the run may be left. Prints one table.
+the run may be left. Prints one table, and the client's own ceiling: the same client
+against a server that answers at once (``http_client.TrivialServer``), at the baseline's
+concurrency and at the overload's open requests, so an overload that measures the client
+instead of the server shows as such.
 
 Usage: ``python benchmarks/chaos_bench.py [--duration 180] [--kill-every 5] [--concurrency 4]``
 (``nox -s chaos -- --duration 60``).
@@ -35,6 +38,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import psutil
@@ -48,6 +52,8 @@ SPLIT = [
     "--processes.vocoder.num_replicas", "2",
 ]
 HANG_MARGIN_S = 10.0
+CEILING_S = 3.0
+"""Seconds the client drives the trivial server per concurrency, to print its own ceiling."""
 TEXT = "The quick brown fox jumps over the lazy dog."
 
 
@@ -270,6 +276,7 @@ async def run(args: argparse.Namespace) -> int:
     seen_pids: set[int] = {c.pid for c in psutil.Process(server.proc.pid).children(recursive=True)}
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+        ceiling = await client_ceiling(client, args, timeout)
         await wait_ready(client, server.url)
         stop = asyncio.Event()
         watcher = asyncio.ensure_future(watch(client, server, kills, seen_pids, stop))
@@ -303,8 +310,34 @@ async def run(args: argparse.Namespace) -> int:
         kill.first_success_at = min(later) if later else None
     restarts = sum(float(v) for v in re.findall(r'^omni_process_restarts_total\{[^}]*\} ([0-9.e+]+)$', restarts_text, re.M))
     print(table(args, rate, baseline, chaos, overload, skipped, kills, restarts, server, rss_baseline, rss_chaos, left_children, new_shm, code))
+    print(ceiling_line(ceiling, rate, args))
     hung = sum(1 for o in chaos + overload + baseline if o.error == "hung")
     return 0 if hung == 0 and not left_children and not new_shm and code == 0 else 1
+
+
+async def client_ceiling(client: httpx.AsyncClient, args: argparse.Namespace, timeout: float) -> dict[int, float]:
+    """This client's own requests/s against a server that answers at once (``http_client.TrivialServer``),
+    at the baseline's concurrency and at the overload's open requests: the most it could measure."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import http_client
+
+    out = {}
+    with http_client.TrivialServer() as trivial:
+        base = trivial.url.rsplit("/v1/audio/speech", 1)[0]
+        for concurrency in (args.concurrency, args.overload_clients):
+            done = await closed_loop(client, base, concurrency, CEILING_S, timeout)
+            out[concurrency] = sum(1 for o in done if o.status == 200) / CEILING_S
+    return out
+
+
+def ceiling_line(ceiling: dict[int, float], rate: float, args: argparse.Namespace) -> str:
+    overload = rate * args.overload_factor
+    top = ceiling[args.overload_clients]
+    verdict = "client-bound: the overload measures the client" if overload > 0.5 * top else "the client is not the bottleneck"
+    return (
+        f"client ceiling (same client, trivial server, {CEILING_S:g} s each): {ceiling[args.concurrency]:.0f} req/s at concurrency {args.concurrency}, "
+        f"{top:.0f} req/s at {args.overload_clients} open; baseline {rate:.2f} req/s, overload {overload:.1f} req/s = {overload / max(top, 1e-9):.1%} of it ({verdict})"
+    )
 
 
 def _ours(name: str, pids: set[int]) -> bool:

@@ -47,7 +47,7 @@ def omni_bench(model: str, concurrency: int, args: argparse.Namespace, split: li
     cmd = [
         sys.executable, "-c", "import sys; from omni_runtime.cli import main; sys.exit(main())",
         "bench", "--model", model, "--device", "cpu", "--json",
-        "--requests", str(max(args.requests_per_client * concurrency, args.min_requests)),
+        "--requests", str(max(args.requests_per_client * concurrency, args.min_requests)), "--repeat", "1",
         "--concurrency", str(concurrency), "--text-length", str(args.text_length), "--warmup", str(concurrency),
     ]
     if split:

@@ -17,7 +17,10 @@ Prints one table; every ratio is measured in this run, on this machine.
     through its handle and Ray core actors chained by ``ObjectRef``; then omni
     through HTTP (``omni serve``, ``POST /v1/audio/speech``) against Ray Serve
     through its HTTP proxy (the same request, the same 480 bytes of PCM back),
-    from one client process. Target: omni >= 3x Ray Serve, both paths.
+    from a lean keep-alive client in several processes (``http_client.py``), whose own
+    ceiling against a trivial server is measured in the same run and printed next to each
+    HTTP rate (a rate above half the ceiling is marked client-bound). Target: omni >= 3x
+    Ray Serve, both paths.
 
 Equal work: the same stages, payload and hops for every contender, the same
 warm-up (``bench_common.WARMUP`` requests before every measured point), each
@@ -145,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     split = asyncio.run(measure_omni(bc.SPLIT, args.requests, args.load_requests))
     grouped = asyncio.run(measure_omni(bc.GROUPED, args.requests, args.load_requests))
     http = None if args.skip_http else measure_omni_http(args.load_requests)
+    ceiling = None if args.skip_http else bc.client_ceiling(CONCURRENCIES, args.load_requests)
 
     reason = "skipped by --skip-ray" if args.skip_ray else bc.ray_missing()
     serve = core = None
@@ -171,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         rows += bc.load_rows("(c) omni submit vs Ray core chain", split.loads, core[1], "core", None)
         if http is not None:
             rows += bc.load_rows("(c) omni HTTP vs Ray Serve HTTP", http, serve[2], "serve", THROUGHPUT_TARGET)
+            rows += bc.ceiling_rows("(c) Ray Serve HTTP vs the client", serve[2], ceiling)
+    if http is not None:
+        rows += bc.ceiling_rows("(c) omni HTTP vs the client", http, ceiling)
 
     print(f"runtime benchmark ({os.cpu_count()} CPUs, python {sys.version.split()[0]}, warm-up {bc.WARMUP} requests per point for every contender);"
           " value = omni split into 4 processes unless noted")

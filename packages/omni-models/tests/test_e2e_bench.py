@@ -18,6 +18,8 @@ def test_bench_measures_current_and_alternative_side_by_side() -> None:
         "bench",
         "--requests",
         "2",
+        "--repeat",
+        "1",
         "--concurrency",
         "1,2",
         "--text-length",

@@ -105,6 +105,15 @@ def test_max_batch_size_16_from_the_command_line(model_id):
     assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.parametrize("model_id", sorted(BATCHING))
+def test_the_scheduler_is_a_knob_of_every_batching_engine(model_id):
+    """``--stages.<engine>.factory_args.scheduler fifo`` works for every model; a bad value is exit 1."""
+    stage = BATCHING[model_id]
+    assert _omni_compile("validate", model_id, f"--stages.{stage}.factory_args.scheduler", "fifo").returncode == 0
+    out = _omni_compile("validate", model_id, f"--stages.{stage}.factory_args.scheduler", "lifo")
+    assert out.returncode == 1 and f"stages.{stage}.factory_args.scheduler = 'lifo'" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
 @pytest.mark.parametrize("folder", ["zonos2", "qwen3_tts", "voxtral_tts"])
 def test_the_engine_runs_with_the_batch_size_the_command_line_set(folder):
     case = next(c for c in CASES if c.folder == folder)

@@ -36,6 +36,18 @@ def test_tp2_gives_tp1_greedy_codes_alone_and_in_a_batch(tp2, layout):
     assert tp2[1][layout]["steps"] > 0  # rank 1 took part in the steps
 
 
+@pytest.mark.parametrize("layout", tp_support.LAYOUTS)
+def test_tp2_packed_prefill_and_sat_out_steps_give_tp1_codes(tp2, layout):
+    """The deadline scheduler's packed prefill (join_many) and partial steps (step(only=...)) are
+    mirrored to the follower: a stream and two non-streamed requests admitted together get the
+    codes each gets alone."""
+    reference = tp_support.generate(tp_support.load(layout))
+    got = tp2[0][layout]
+    assert got["mixed"] == reference["alone"] == reference["mixed"]
+    assert got["packed"] > 1  # several prompts in one prefill forward
+    assert got["sat_out"] > 0  # non-streamed rows sat out while the stream was due
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 def test_each_rank_reads_half_of_the_sharded_weights(tp2, rank):
     full = tp_support.load("parallel", "safetensors", tp2["checkpoint"])

@@ -61,7 +61,22 @@ def generate(model: Any, n: int = 3) -> dict[str, list]:
             t.start()
         for t in threads:
             t.join()
-        return {"alone": alone, "batched": batched, "peak_batch": scheduler.peak_batch}
+        peak = scheduler.peak_batch
+        # deadline schedule: admitted together, prefilled in one packed forward (join_many); the
+        # non-streamed requests sit out steps while the stream is due (step(only=...))
+        with scheduler._cond:
+            streams = [scheduler.submit(*_request(model, i), chunking=(1, 2) if i == 0 else None) for i in range(n)]
+        mixed: list[Any] = [None] * n
+
+        def drain_mixed(i: int) -> None:
+            mixed[i] = _codes(streams[i])
+
+        threads = [threading.Thread(target=drain_mixed, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return {"alone": alone, "batched": batched, "peak_batch": peak, "mixed": mixed, "packed": max(scheduler.prefills), "sat_out": scheduler.sat_out}
     finally:
         scheduler.close()
 

@@ -25,7 +25,7 @@ def test_bench_json_reports_rtf_throughput_ttfa_and_rss_per_process(tmp_path):
     figure = tmp_path / "bench.png"
     result = run_omni(
         "bench", "--config", str(PIPELINE), "--requests", "4", "--concurrency", "1,2", "--text-length", "60",
-        "--warmup", "1", "--json", "--plot", str(figure), timeout=240,
+        "--warmup", "1", "--repeat", "1", "--json", "--plot", str(figure), timeout=240,
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)

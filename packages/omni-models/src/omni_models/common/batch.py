@@ -16,8 +16,15 @@ page layout, and buys little at these sizes.
 A step: stack the running rows' last hidden states, one ``logits`` projection for all, the
 layout's EOS masks per row, per-row sampling (each request's own parameters and generator),
 the depth transformer for the rows still going (depth layout), each request's ``FrameState``,
-then one ``Decoder.step`` for the rows that continue. Prefill runs per request (its own shape),
-between steps, straight into its slot.
+then one ``Decoder.step`` for the rows that continue. ``step(only=...)`` advances a subset (the
+deadline scheduler lets non-streamed requests sit out while a stream is due); the rows left out
+keep their state and cache untouched.
+
+Prefill runs between steps, straight into the slots: ``join_many`` packs several new requests'
+prompts into one forward (``PackedPrefill``): the linear layers see all their positions as rows
+(``rows_linear``, so each row's bits do not depend on its neighbours) and attention runs per
+request over its own slot, exactly as a request prefilled alone, so the codes are the same
+whether requests are prefilled together or one at a time.
 """
 
 from __future__ import annotations
@@ -57,7 +64,8 @@ class KVPool:
         return torch.zeros((c.layers, capacity, c.heads, self.span, c.head_dim), device=self.device, dtype=self.dtype)
 
     def add(self, row: Row) -> KVCache:
-        """Give ``row`` the next slot (growing the pool) and return a cache over it for its prefill."""
+        """Give ``row`` the next slot (growing the pool, which moves its storage) and return a cache
+        over it for a prefill that runs before the pool grows again."""
         slot = len(self.rows)
         if slot == self.keys.shape[1]:
             capacity = max(4, 2 * slot)
@@ -66,7 +74,11 @@ class KVPool:
             self.keys, self.values = keys, values
         self.rows.append(row)
         row.pool, row.slot = self, slot
-        return KVCache(self.keys[:, slot : slot + 1], self.values[:, slot : slot + 1])
+        return self.cache(row)
+
+    def cache(self, row: Row) -> KVCache:
+        """A cache over ``row``'s slot for its prefill (valid until the pool grows again)."""
+        return KVCache(self.keys[:, row.slot : row.slot + 1], self.values[:, row.slot : row.slot + 1])
 
     def remove(self, row: Row) -> None:
         """Free ``row``'s slot; the last row moves into it so occupied slots stay ``0..n-1``."""
@@ -82,29 +94,50 @@ class RowAttention:
     """``Decoder.step``'s caches: each pool's rows write their new key at their own position and
     attend over their pool's span, masked past that position."""
 
-    def __init__(self, pools: list[KVPool], positions: torch.Tensor):
+    def __init__(self, pools: list[KVPool | tuple[KVPool, list[Row]]], positions: torch.Tensor):
+        """``pools``: each pool with the rows that step (a bare pool: all of its rows)."""
         self.segments = []
         start = 0
-        for pool in pools:
-            n = len(pool.rows)
+        for entry in pools:
+            pool, rows = entry if isinstance(entry, tuple) else (entry, entry.rows)
+            n = len(rows)
             pos = positions[start : start + n]
             mask = torch.arange(pool.span, device=positions.device)[None, :] <= pos[:, None]
-            self.segments.append((pool, start, start + n, torch.arange(n, device=positions.device), pos, mask[:, None, None, :]))
+            whole = n == len(pool.rows)  # every row of the pool steps: its slots are 0..n-1, read in place
+            slots = torch.arange(n, device=positions.device) if whole else torch.tensor([r.slot for r in rows], device=positions.device)
+            self.segments.append((pool, start, start + n, slots, whole, pos, mask[:, None, None, :]))
             start += n
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         out = []
-        for pool, start, end, slots, pos, mask in self.segments:
+        for pool, start, end, slots, whole, pos, mask in self.segments:
             pool.keys[layer, slots, :, pos] = k[start:end, :, 0]
             pool.values[layer, slots, :, pos] = v[start:end, :, 0]
             n = end - start
+            keys, values = (pool.keys[layer, :n], pool.values[layer, :n]) if whole else (pool.keys[layer, slots], pool.values[layer, slots])
             out.append(
                 F.scaled_dot_product_attention(
-                    q[start:end], pool.keys[layer, :n], pool.values[layer, :n], attn_mask=mask,
-                    enable_gqa=q.shape[1] != pool.keys.shape[2],  # grouped-query attention: fewer KV heads (Qwen3)
+                    q[start:end], keys, values, attn_mask=mask,
+                    enable_gqa=q.shape[1] != keys.shape[1],  # grouped-query attention: fewer KV heads (Qwen3)
                 )
             )
         return out[0] if len(out) == 1 else torch.cat(out)
+
+
+class PackedPrefill:
+    """``Decoder.step``'s caches for several prompts packed as rows ``[sum T, ...]``: each
+    prompt's segment writes its keys into its own slot and attends causally over itself alone."""
+
+    def __init__(self, segments: list[tuple[KVCache, int, int]]):
+        self.segments = segments
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        out = []
+        for cache, start, end in self.segments:
+            # rows [T, heads, 1, head_dim] -> one sequence [1, heads, T, head_dim], as a lone prefill sees it
+            q1, k1, v1 = (t[start:end, :, 0].transpose(0, 1)[None] for t in (q, k, v))
+            out.append(cache.attend(layer, q1, k1, v1)[0].transpose(0, 1)[:, :, None])
+        return torch.cat(out)
 
 
 @dataclass(eq=False)
@@ -158,21 +191,42 @@ class DecodeBatch:
 
     def join(self, owner: Any, prompt: torch.Tensor, limits: GenerationLimits, params: SamplingParams, generator: torch.Generator) -> Row:
         """Prefill ``prompt`` ``[1, T, dim]`` into a new slot; the request takes part from the next step."""
-        self.check_prompt(prompt)
-        span = self.reserve(prompt.shape[1], limits)
-        pool = self.pools.get(span)
-        if pool is None:
-            pool = self.pools[span] = (self.model.kv_pool_type or KVPool)(self.model.decoder.kv_config, span, self.device, self.dtype)
-        row = Row(owner, FrameState(self.config, limits), params, GumbelNoise(generator), span)
-        cache = pool.add(row)
+        return self.join_many([(owner, prompt, limits, params, generator)])[0]
+
+    def join_many(self, requests: list[tuple[Any, torch.Tensor, GenerationLimits, SamplingParams, torch.Generator]]) -> list[Row]:
+        """Prefill several requests ``(owner, prompt [1, T, dim], limits, params, generator)`` in one
+        forward (``PackedPrefill``); all of them take part from the next step. If the forward
+        fails, none joins."""
+        rows, segments, prompts, positions = [], [], [], []
+        start = 0
         try:
-            row.hidden = self.model.decoder(prompt.to(self.device, self.dtype), cache)[0, -1]
+            for owner, prompt, limits, params, generator in requests:
+                self.check_prompt(prompt)
+                span = self.reserve(prompt.shape[1], limits)
+                pool = self.pools.get(span)
+                if pool is None:
+                    pool = self.pools[span] = (self.model.kv_pool_type or KVPool)(self.model.decoder.kv_config, span, self.device, self.dtype)
+                row = Row(owner, FrameState(self.config, limits), params, GumbelNoise(generator), span)
+                pool.add(row)
+                rows.append(row)
+                t = prompt.shape[1]
+                segments.append((start, start + t))
+                prompts.append(prompt[0])
+                positions.append(torch.arange(t))
+                start += t
+            # caches only now: a pool that grew while adding these rows moved its storage
+            caches = [(row.pool.cache(row), begin, end) for row, (begin, end) in zip(rows, segments)]
+            x = torch.cat(prompts).to(self.device, self.dtype)
+            hidden = self.model.decoder.step(x, torch.cat(positions).to(self.device), PackedPrefill(caches))
         except BaseException:
-            pool.remove(row)
+            for row in reversed(rows):
+                row.pool.remove(row)
             raise
-        row.position = prompt.shape[1]
-        self.rows[owner] = row
-        return row
+        for row, (begin, end) in zip(rows, segments):
+            row.hidden = hidden[end - 1]
+            row.position = end - begin
+            self.rows[row.owner] = row
+        return rows
 
     def leave(self, owner: Any) -> None:
         row = self.rows.pop(owner, None)
@@ -186,15 +240,22 @@ class DecodeBatch:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def _ordered(self) -> tuple[list[KVPool], list[Row]]:
-        pools = [p for _, p in sorted(self.pools.items()) if p.rows]
-        return pools, [row for p in pools for row in p.rows]
+    def _ordered(self, only: Any = None) -> tuple[list[tuple[KVPool, list[Row]]], list[Row]]:
+        """Pools with the rows that step (``only``: a set of owners; None: everyone), in a fixed order."""
+        pools = []
+        for _, pool in sorted(self.pools.items()):
+            rows = pool.rows if only is None else [r for r in pool.rows if r.owner in only]
+            if rows:
+                pools.append((pool, rows))
+        return pools, [row for _, rows in pools for row in rows]
 
-    def step(self) -> list[StepResult]:
-        """Sample one step for every running request and advance those that continue."""
+    def step(self, only: Any = None) -> list[StepResult]:
+        """Sample one step for every running request (or the owners in ``only``) and advance those that continue."""
         if not self.rows:
             return []
-        _, rows = self._ordered()
+        _, rows = self._ordered(only)
+        if not rows:
+            return []
         c = self.config
         hidden = torch.stack([r.hidden for r in rows])
         logits = self.model.logits(hidden)
@@ -234,7 +295,7 @@ class DecodeBatch:
         return codes
 
     def _advance(self, feed: dict[Row, list[int]]) -> None:
-        pools, rows = self._ordered()
+        pools, rows = self._ordered({r.owner for r in feed})
         fed = torch.tensor([feed[r] for r in rows], device=self.device).T
         x = self.model.embed_frames(fed)
         positions = torch.tensor([r.position for r in rows], device=self.device)

@@ -38,6 +38,7 @@ def ar_engine(spec: CodecTokenSpec, knobs: EngineKnobs, loader: Any, stage: str)
     return AREngine(
         model_name=spec.name, model=spec.load(loader, "lm"), seed=knobs.seed, params=SamplingParams(knobs.temperature, knobs.top_k),
         chunk_frames=knobs.chunk_frames, first_chunk_frames=knobs.first_chunk_frames, batching=knobs.batching, stage=stage,
+        schedule=knobs.schedule(spec.frame_rate),
     )
 
 
@@ -129,7 +130,7 @@ def build_vocoder(model: str, device: str | None = None, model_path: str | None 
     loader = settings.loader(settings.codec_placement(spec.name, device), model_path)
     quantizer = spec.load(loader, "quantizer")
     return CodecVocoder(
-        max_batch_size=settings.max_batch_size, model=spec.name, stage=stage_name, frontend=lambda first_chunk: quantizer.decode,
+        max_batch_size=settings.max_batch_size, scheduler=settings.scheduler, model=spec.name, stage=stage_name, frontend=lambda first_chunk: quantizer.decode,
         decoder=spec.load(loader, "decoder"), audio=AudioFormat(spec.codec.sample_rate, spec.codec.channels),
         device=loader.device, chunk_frames=settings.chunk_frames,
     )

@@ -6,11 +6,17 @@ The runtime calls a sync stage's ``process`` once per request, each in a thread 
 chunks exactly as it would from a private generator, while one scheduler thread per engine
 runs the loop:
 
-1. admit waiting requests in arrival order while the batch has room (``max_batch_size``
-   requests, ``max_batch_tokens`` reserved cache positions) and prefill each into its slot;
+1. admit waiting requests while the batch has room (``max_batch_size`` requests,
+   ``max_batch_tokens`` reserved cache positions) and prefill them into their slots;
 2. drop requests that were cancelled, abandoned by their caller or are past their deadline;
 3. one batched step for everyone running; each frame goes to its request's stream, and a
    request that finished leaves the batch at once.
+
+The order is the stage's ``Schedule`` (``omni_models.common.playback``). ``deadline`` (the
+default) protects playback: streams are admitted before non-streamed requests, all admitted
+requests are prefilled in one forward, a stream that starts while the engine is busy gets a
+small first chunk and then chunks that ramp up, and non-streamed requests sit out steps while
+a stream is due. ``fifo`` admits in arrival order and prefills one request at a time.
 
 A request's output does not depend on who else is running (``omni_models.common.batch``), so
 batching changes throughput and latency, never audio.
@@ -25,6 +31,7 @@ to ``SWITCH_INTERVAL_S`` (never raises it), which brought wall time within 1.6x 
 
 from __future__ import annotations
 
+import inspect
 import queue
 import sys
 import threading
@@ -41,9 +48,12 @@ from omni_runtime.errors import StageConfigError
 from .ar import ARModel
 from .batch import DecodeBatch
 from .limits import GenerationLimits
+from .playback import NOT_DUE, PlaybackClock, Schedule, ScheduleKnobError
 from .sampling import SamplingParams
 
 DEFAULT_MAX_BATCH_SIZE = 32
+#: Share of the frames a stream could make before its listener runs dry that its next chunk holds.
+FIT_SHARE = 0.5
 #: GIL switch interval while an engine runs in the process (see the module docstring).
 SWITCH_INTERVAL_S = 0.0002
 
@@ -120,15 +130,44 @@ class FrameStream:
     ``AREngine`` does).
     """
 
-    def __init__(self, cancelled: Callable[[], bool], deadline: float | None, chunking: tuple[int, int] | None = None):
+    def __init__(self, cancelled: Callable[[], bool], deadline: float | None, chunking: tuple[int, int] | None = None, frame_rate: float | None = None):
         self._cancelled = cancelled
         self.deadline = deadline
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.streaming = chunking is not None
         self._target, self._size = chunking or (1, 1)
+        self._ramp = False
+        self._fit_margin: float | None = None
+        self._made = 0
+        self._first_frame_at: float | None = None
         self._held: list[list[int]] = []
         self._frames: list[list[int]] = []
         self.abandoned = False
         self.done = False
+        self.frame_rate = frame_rate
+        self.clock = PlaybackClock()
+        self.chunk_sizes: list[int] = []
+        """Frames in each group handed over so far (what the load-adaptive first chunk chose)."""
+
+    def start_small(self, first: int) -> None:
+        """Scheduler thread, at admission to a busy engine: a first chunk of ``first`` frames, then
+        chunks that double until they reach the stream's chunk size."""
+        if self.streaming and first < self._target:
+            self._target, self._ramp = first, True
+
+    def fit_to_playback(self, margin: float) -> None:
+        """Size each chunk after the first to its listener's playback clock (``_fitted``)."""
+        if self.streaming and self.frame_rate:
+            self._fit_margin = margin
+
+    def due(self, margin: float = 0.0) -> float:
+        """When this request's next frames are needed: a stream's arrival until it has its first
+        chunk, then (frame rate known) when its listener runs out of audio; ``NOT_DUE`` otherwise."""
+        if not self.streaming:
+            return NOT_DUE
+        if self.clock.started is None:
+            return self.clock.arrived
+        return self.clock.due() - margin if self.frame_rate else NOT_DUE
 
     def is_cancelled(self) -> bool:
         return self.abandoned or bool(self._cancelled())
@@ -138,16 +177,42 @@ class FrameStream:
 
     def _put(self, frame: list[int]) -> None:
         """Scheduler thread: hold the frame until its group is complete."""
+        self._made += 1
+        if self._first_frame_at is None:
+            self._first_frame_at = time.monotonic()
         self._held.append(frame)
         if len(self._held) >= self._target:
-            self._queue.put(self._held)
-            self._held, self._target = [], self._size
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        n = len(self._held)
+        self.chunk_sizes.append(n)
+        self.clock.played(n / self.frame_rate if self.frame_rate else 0.0)
+        self._queue.put(self._held)
+        self._held = []
+        if self._fit_margin is not None:  # one frame tells no rate yet: double it
+            self._target = self._fitted() if self._made > 1 else min(self._size, 2 * n)
+            return
+        self._target = min(self._size, 2 * n) if self._ramp else self._size
+        self._ramp = self._ramp and self._target < self._size
+
+    def _fitted(self) -> int:
+        """Half the frames this stream makes before its listener's audio runs out (less the margin):
+        the chunk arrives with time to spare and the listener's buffer grows by the rest, so
+        chunks grow with it; full chunks when the stream is slower than real time."""
+        now = time.monotonic()
+        made_for = now - self._first_frame_at
+        rate = (self._made - 1) / made_for if made_for > 0 else 0.0  # frames per second since the first
+        if rate < self.frame_rate:
+            return self._size  # it cannot keep up: underruns come anyway, full chunks cost the vocoder least
+        fit = int(FIT_SHARE * rate * (self.clock.due() - self._fit_margin - now))
+        return max(1, min(self._size, fit))
 
     def _finish(self, error: BaseException | None = None) -> None:
         if not self.done:
             self.done = True
             if self._held and error is None:
-                self._queue.put(self._held)
+                self._hand_over()
             self._held = []
             self._queue.put(error if error is not None else _END)
 
@@ -198,15 +263,32 @@ def _describe(models: Any) -> str:
 class StepScheduler:
     """One model's running batch, driven by its own thread; ``submit`` from any thread."""
 
-    def __init__(self, model: ARModel | None, *, name: str = "engine", limits: BatchLimits | None = None, stage: str = "tts_engine", batch: Any = None):
+    def __init__(
+        self, model: ARModel | None, *, name: str = "engine", limits: BatchLimits | None = None, stage: str = "tts_engine",
+        schedule: Schedule | None = None, batch: Any = None,
+    ):
         """``batch``: a running batch of a model with its own step (``join``/``leave``/``step``/``reserve``
-        like ``DecodeBatch``, e.g. the real Higgs-TTS checkpoint's); otherwise ``DecodeBatch(model)``."""
+        like ``DecodeBatch``, e.g. the real Higgs-TTS checkpoint's); otherwise ``DecodeBatch(model)``.
+        The deadline schedule packs prefills when the batch has ``join_many`` and lets non-streamed
+        rows sit out when its ``step`` takes ``only``; without them it joins one at a time and
+        steps every row."""
         if batch is None and not isinstance(model, ARModel):
             raise TypeError(f"{name}: a scheduler batches one ARModel, got {_describe(model)}: build one engine per model (one model, one layout per batch)")
         self.batch = batch if batch is not None else DecodeBatch(model)
         self.limits = limits or BatchLimits()
-        self.limits.check(self.batch.config.max_seq_len, stage)
+        self.schedule = schedule or Schedule()
+        problems = self.schedule.problems(stage)
+        try:
+            self.limits.check(self.batch.config.max_seq_len, stage)
+        except BatchKnobError as exc:  # every knob's problem at once
+            if problems:
+                raise ScheduleKnobError("\n".join([str(exc), *problems])) from None
+            raise
+        if problems:
+            raise ScheduleKnobError(f"stage {stage}: " + "\n".join(problems))
         self.name = name
+        self._packs = callable(getattr(self.batch, "join_many", None))
+        self._steps_subsets = "only" in inspect.signature(self.batch.step).parameters
         self._cond = threading.Condition()
         self._waiting: deque[_Waiting] = deque()
         self._reserved = 0
@@ -214,6 +296,10 @@ class StepScheduler:
         self._thread: threading.Thread | None = None
         self.steps = 0
         self.peak_batch = 0
+        self.prefills: list[int] = []
+        """Requests prefilled by each prefill forward, in order (the last 64)."""
+        self.sat_out = 0
+        """Row-steps non-streamed requests sat out while a stream was due."""
 
     @property
     def token_budget(self) -> int:
@@ -236,7 +322,7 @@ class StepScheduler:
         ``chunking`` groups the frames handed over (``FrameStream``)."""
         self.batch.check_prompt(prompt)
         span = self.batch.reserve(prompt.shape[1], limits)
-        stream = FrameStream(cancelled, deadline, chunking)
+        stream = FrameStream(cancelled, deadline, chunking, self.schedule.frame_rate)
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self.name}: the engine's scheduler is closed")
@@ -265,9 +351,10 @@ class StepScheduler:
                         self._cond.wait()
                     if self._closed:
                         break
+                    busy = bool(self.batch) or len(self._waiting) > 1
                     admitted = self._admit()
-                for waiting in admitted:
-                    self._join(waiting)
+                if admitted:
+                    self._prefill(admitted, busy)
                 self._drop_cancelled()
                 if self.batch:
                     self._step()
@@ -279,7 +366,11 @@ class StepScheduler:
         self.batch.clear()
 
     def _admit(self) -> list[_Waiting]:
-        """Waiting requests that fit now, in arrival order (the head waits rather than be overtaken)."""
+        """Waiting requests that fit now, the head first (it waits rather than be overtaken): in
+        arrival order under fifo; under deadline streams first (earliest arrival first), then
+        non-streamed requests."""
+        if self.schedule.deadline and len(self._waiting) > 1:
+            self._waiting = deque(sorted(self._waiting, key=lambda w: w.stream.due()))  # stable: ties keep arrival order
         admitted = []
         while self._waiting and len(self.batch) + len(admitted) < self.limits.max_batch_size:
             head = self._waiting[0]
@@ -293,12 +384,34 @@ class StepScheduler:
             admitted.append(head)
         return admitted
 
+    def _prefill(self, admitted: list[_Waiting], busy: bool) -> None:
+        """fifo: one forward per request; deadline: one forward for all of them (if it fails,
+        each is retried alone, so only a request that fails by itself fails)."""
+        if self.schedule.deadline:
+            for waiting in admitted:
+                waiting.stream.fit_to_playback(self.schedule.due_margin_s)
+            if busy or len(admitted) > 1:
+                for waiting in admitted:
+                    waiting.stream.start_small(self.schedule.busy_first_chunk_frames)
+            if len(admitted) > 1 and self._packs:
+                try:
+                    self.batch.join_many([(w.stream, w.prompt, w.limits, w.params, w.generator) for w in admitted])
+                except Exception:  # noqa: BLE001 - fall back to one at a time to find the request that fails
+                    pass
+                else:
+                    self.prefills = [*self.prefills[-63:], len(admitted)]
+                    return
+        for waiting in admitted:
+            self._join(waiting)
+
     def _join(self, waiting: _Waiting) -> None:
         try:
             self.batch.join(waiting.stream, waiting.prompt, waiting.limits, waiting.params, waiting.generator)
         except Exception as exc:  # noqa: BLE001 - a failed prefill fails that request only
             self._reserved -= waiting.span
             waiting.stream._finish(exc)
+        else:
+            self.prefills = [*self.prefills[-63:], 1]
 
     def _leave(self, stream: FrameStream, error: BaseException | None = None) -> None:
         row = self.batch.rows.get(stream)
@@ -315,11 +428,25 @@ class StepScheduler:
             elif stream.deadline is not None and now >= stream.deadline:
                 self._leave(stream, TimeoutError(f"{self.name}: the request passed its deadline while generating"))
 
+    def _stepping(self) -> set[FrameStream] | None:
+        """Who steps now: everyone, except (deadline) non-streamed requests while a stream is due."""
+        if not self.schedule.deadline or not self._steps_subsets:
+            return None
+        now = time.monotonic()
+        margin = self.schedule.due_margin_s
+        streams = list(self.batch.rows)
+        if not any(s.due(margin) <= now for s in streams):
+            return None
+        due = {s for s in streams if s.streaming}
+        self.sat_out += len(streams) - len(due)
+        return due if len(due) < len(streams) else None
+
     def _step(self) -> None:
         self.peak_batch = max(self.peak_batch, len(self.batch))
-        spans = {stream: row.span for stream, row in self.batch.rows.items()}
+        only = self._stepping()
+        spans = {stream: row.span for stream, row in self.batch.rows.items() if only is None or stream in only}
         try:
-            results = self.batch.step()
+            results = self.batch.step(only) if only is not None else self.batch.step()
         except Exception as exc:  # noqa: BLE001 - a failed step fails the requests in it, the engine goes on
             for stream, span in spans.items():
                 self.batch.leave(stream)

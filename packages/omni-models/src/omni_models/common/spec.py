@@ -28,6 +28,7 @@ from .ar import ARConfig
 from .audio import VOICES
 from .codec import CodecConfig
 from .components import Component, Loader, build_ar, build_codec_decoder, build_codec_encoder, build_rvq, build_speaker_encoder
+from .playback import Schedule
 from .scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from .speaker import SpeakerEncoderConfig
 from .weights import DEFAULT_SEED
@@ -51,7 +52,8 @@ class LoaderKnobs:
 
 @dataclass(frozen=True)
 class EngineKnobs(LoaderKnobs):
-    """The AR stage: chunking of the code stream, sampling defaults and continuous-batch bounds."""
+    """The AR stage: chunking of the code stream, sampling defaults, continuous-batch bounds and
+    the scheduling policy (``deadline``: streams by playback deadline, ``fifo``: arrival order)."""
 
     chunk_frames: int = 12
     first_chunk_frames: int = 4
@@ -59,10 +61,15 @@ class EngineKnobs(LoaderKnobs):
     top_k: int = 50
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     max_batch_tokens: int | None = None
+    scheduler: str = "deadline"
+    busy_first_chunk_frames: int = 1
 
     @property
     def batching(self) -> BatchLimits:
         return BatchLimits(self.max_batch_size, self.max_batch_tokens)
+
+    def schedule(self, frame_rate: float) -> Schedule:
+        return Schedule(self.scheduler, self.busy_first_chunk_frames, frame_rate=frame_rate)
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,8 @@ class VocoderKnobs(LoaderKnobs):
     chunk_frames: int = 25
     max_batch_size: int | None = None
     codec_device: str | None = None
+    scheduler: str = "deadline"
+    """``deadline``: decode turns by playback deadline (``DecodeGate``); ``fifo``: arrival order."""
 
     def codec_placement(self, model: str, device: str | None) -> str:
         """Where the codec runs: the runtime's device, except that ``codec_device`` moves it to
@@ -105,9 +114,10 @@ def knob_names(spec: CodecTokenSpec, role: str) -> tuple[str, ...]:
         return _LOADER
     if role == "engine":
         chunking = ("chunk_frames", "first_chunk_frames") if spec.streams else ()
-        return (*_LOADER, *chunking, "temperature", "top_k", "max_batch_size", "max_batch_tokens")
+        ramp = ("busy_first_chunk_frames",) if spec.streams else ()
+        return (*_LOADER, *chunking, "temperature", "top_k", "max_batch_size", "max_batch_tokens", "scheduler", *ramp)
     if role == "vocoder":
-        return (*_LOADER, *(() if spec.streams else ("chunk_frames",)), "max_batch_size")
+        return (*_LOADER, *(() if spec.streams else ("chunk_frames",)), "max_batch_size", "scheduler")
     raise ValueError(f"unknown stage role {role!r}")
 
 

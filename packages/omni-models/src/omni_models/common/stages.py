@@ -8,6 +8,7 @@ terminal stage streams ``{"audio", "sample_rate"}`` chunks to the client.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import torch
 
 from .codec import CodecDecoder, StreamingDecode
 from .combine import Combiner
+from .playback import PlaybackClock, Schedule, vocoder_gate
 from .sampling import SamplingParams, generator_for
 from .scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits, FrameStream, StepScheduler
 from .voice_cache import reference_speaker
@@ -106,6 +108,7 @@ class CodecVocoder:
         chunk_frames: int = 25,
         key: str = "codes",
         max_batch_size: int | None = None,
+        scheduler: str = "deadline",
     ):
         self.model, self.stage, self.key = model, stage, key
         self.frontend, self.decoder, self.audio, self.device = frontend, decoder, audio, device
@@ -114,6 +117,7 @@ class CodecVocoder:
             max_batch_size = DEFAULT_MAX_BATCH_SIZE if str(device).startswith("cuda") else 1
         BatchLimits(max_batch_size).check(1, stage)
         self.combiner = Combiner(self._decode_batch, max_batch=max_batch_size) if max_batch_size > 1 else None
+        self.gate = vocoder_gate(scheduler, device, self.combiner is not None)  # decode turns by playback deadline
 
     @torch.inference_mode()
     def _decode_batch(self, latents: torch.Tensor) -> torch.Tensor:
@@ -123,14 +127,16 @@ class CodecVocoder:
         stream = StreamingDecode(self.decoder, self.combiner)  # no combiner: this thread decodes alone
         to_latents = None
         frames = samples = 0
+        clock = PlaybackClock()
         for chunk in chunks:
             if is_cancelled(ctx):
                 break
             codes = require(chunk, self.key, self.model, self.stage)
             if to_latents is None:
                 to_latents = self.frontend(chunk)
-            with torch.inference_mode():
+            with torch.inference_mode(), (self.gate.turn(clock.due()) if self.gate else contextlib.nullcontext()):
                 audio = stream.push(to_latents(codes.to(self.device)))
+            clock.played(audio.shape[-1] / self.audio.sample_rate)
             frames += codes.shape[1]
             samples += audio.shape[-1]
             ctx.emit({"audio": self.audio.shape(audio), "sample_rate": self.audio.sample_rate})
@@ -183,12 +189,13 @@ class AREngine:
         first_chunk_frames: int,
         batching: BatchLimits | None = None,
         stage: str = "tts_engine",
+        schedule: Schedule | None = None,
     ):
         if chunk_frames < 1 or first_chunk_frames < 1:
             raise ValueError(f"chunk_frames and first_chunk_frames must be >= 1, got {chunk_frames} and {first_chunk_frames}")
         self.model_name, self.model, self.seed, self.params = model_name, model, seed, params
         self.chunk_frames, self.first_chunk_frames = chunk_frames, first_chunk_frames
-        self.scheduler = StepScheduler(model, name=f"{model_name} {stage}", limits=batching, stage=stage)
+        self.scheduler = StepScheduler(model, name=f"{model_name} {stage}", limits=batching, stage=stage, schedule=schedule)
 
     def params_for(self, request: Any) -> SamplingParams:
         temperature, top_k = getattr(request, "temperature", None), getattr(request, "top_k", None)

@@ -8,7 +8,10 @@ every collective inside the forward happens on all ranks in the same order:
 - a new cache pool of a span, a request's slot added to or removed from one (the followers' pools
   are kept slot for slot like rank 0's, so a step reads every rank's cache at the same rows);
 - a prefill: the slot and the embedded prompt ``[1, T, dim]``;
-- a decode step: the pools' row counts, each row's position and the embedded inputs ``[B, dim]``.
+- a packed prefill of several requests (``DecodeBatch.join_many``): each one's slot and length, the
+  positions and the embedded prompts ``[sum T, dim]``;
+- a decode step: the pools' row counts, the slots that step (all, or the subset of
+  ``DecodeBatch.step(only=...)``), each row's position and the embedded inputs ``[B, dim]``.
 
 Embedding, logits, sampling, the depth transformer and each request's frame state run on rank 0
 only (their weights are replicated, see ``omni_models.common.parallel``); so does everything the
@@ -34,12 +37,12 @@ from typing import Any
 
 import torch
 
-from .batch import KVPool, RowAttention
+from .batch import KVPool, PackedPrefill, RowAttention
 from .transformer import Decoder, KVCache
 
 log = logging.getLogger("omni.tp")
 
-NOOP, STOP, NEW_POOL, ADD, REMOVE, PREFILL, STEP = range(7)
+NOOP, STOP, NEW_POOL, ADD, REMOVE, PREFILL, STEP, PACKED_PREFILL = range(8)
 #: Operation codes from here on are free for other engines' mirrors (``qwen3_tts_12hz.tp``).
 FIRST_FREE_OP = 16
 HEADER = 8
@@ -165,7 +168,10 @@ class DecoderMirror(Mirror):
 
             def add(self, row) -> KVCache:
                 mirror.send([ADD, self.span])
-                cache = super().add(row)
+                return super().add(row)
+
+            def cache(self, row) -> KVCache:
+                cache = super().cache(row)
                 cache.address = (self.span, row.slot)
                 return cache
 
@@ -184,9 +190,18 @@ class DecoderMirror(Mirror):
             yield
 
     @contextlib.contextmanager
-    def step(self, x: torch.Tensor, positions: torch.Tensor, rows: RowAttention) -> Iterator[None]:
-        segments = torch.tensor([v for pool, start, end, *_ in rows.segments for v in (pool.span, end - start)], dtype=torch.long, device=self.device)
-        with self.op([STEP, x.shape[0], len(rows.segments)], segments, positions.to(self.device, torch.long), x.to(self.device, self.dtype)):
+    def step(self, x: torch.Tensor, positions: torch.Tensor, rows: RowAttention | PackedPrefill) -> Iterator[None]:
+        if isinstance(rows, PackedPrefill):
+            addresses = [getattr(cache, "address", None) for cache, _, _ in rows.segments]
+            if any(a is None for a in addresses):
+                raise RuntimeError("a sharded decoder prefills only into slots of the engine's KV pools")
+            segments = torch.tensor([v for (span, slot), (_, start, end) in zip(addresses, rows.segments) for v in (span, slot, end - start)], dtype=torch.long, device=self.device)
+            with self.op([PACKED_PREFILL, x.shape[0], len(rows.segments)], segments, positions.to(self.device, torch.long), x.to(self.device, self.dtype)):
+                yield
+            return
+        segments = torch.tensor([v for pool, start, end, *_ in rows.segments for v in (pool.span, end - start, len(pool.rows))], dtype=torch.long, device=self.device)
+        slots = torch.cat([seg[3].to(self.device, torch.long) for seg in rows.segments])
+        with self.op([STEP, x.shape[0], len(rows.segments)], segments, slots, positions.to(self.device, torch.long), x.to(self.device, self.dtype)):
             yield
 
 
@@ -219,16 +234,32 @@ class DecoderFollower(Follower):
             x = self.recv((1, t, self.decoder.config.dim))
             pool = self.pools[span]
             self.decoder(x, KVCache(pool.keys[:, slot : slot + 1], pool.values[:, slot : slot + 1]), invariant=bool(invariant))
+        elif op == PACKED_PREFILL:
+            total, nseg = args[:2]
+            segments = self.recv((3 * nseg,), torch.long).tolist()
+            positions = self.recv((total,), torch.long)
+            x = self.recv((total, self.decoder.config.dim))
+            caches, start = [], 0
+            for span, slot, t in zip(segments[::3], segments[1::3], segments[2::3]):
+                pool = self.pools[span]
+                caches.append((KVCache(pool.keys[:, slot : slot + 1], pool.values[:, slot : slot + 1]), start, start + t))
+                start += t
+            self.decoder.step(x, positions, PackedPrefill(caches))
         elif op == STEP:
             batch, npools = args[:2]
-            segments = self.recv((2 * npools,), torch.long).tolist()
+            segments = self.recv((3 * npools,), torch.long).tolist()
+            slots = self.recv((batch,), torch.long).tolist()
             positions = self.recv((batch,), torch.long)
             x = self.recv((batch, self.decoder.config.dim))
-            pools = [self.pools[span] for span in segments[::2]]
+            pools = [self.pools[span] for span in segments[::3]]
             counts = [len(p.rows) for p in pools]
-            if counts != segments[1::2]:
-                raise RuntimeError(f"{self.group.who}: KV pools out of step with rank 0 (rows {counts}, rank 0 has {segments[1::2]})")
-            self.decoder.step(x, positions, RowAttention(pools, positions))
+            if counts != segments[2::3]:
+                raise RuntimeError(f"{self.group.who}: KV pools out of step with rank 0 (rows {counts}, rank 0 has {segments[2::3]})")
+            stepping, start = [], 0
+            for pool, n in zip(pools, segments[1::3]):
+                stepping.append((pool, [pool.rows[slot] for slot in slots[start : start + n]]))
+                start += n
+            self.decoder.step(x, positions, RowAttention(stepping, positions))
             self.steps += 1
         else:
             raise RuntimeError(f"{self.group.who}: unknown operation {op} from rank 0")

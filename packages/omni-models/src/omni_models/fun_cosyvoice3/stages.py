@@ -53,7 +53,7 @@ MAX_CHARS = 400
 MAX_SECONDS = 30.0
 #: Knob defaults (the pipeline file declares the same with their types and ranges).
 ENGINE = EngineKnobs(chunk_frames=25, first_chunk_frames=8, top_k=25)
-VOCODER_KNOBS = ("load_format", "seed", "num_threads", "max_batch_size")
+VOCODER_KNOBS = ("load_format", "seed", "num_threads", "max_batch_size", "scheduler")
 
 
 def components() -> dict[str, Component]:
@@ -132,6 +132,7 @@ def build_tts_engine(device: str | None = None, model_path: str | None = None, s
         AREngine(
             model_name=MODEL, model=loader.get(components(), "llm"), seed=settings.seed, params=SamplingParams(settings.temperature, settings.top_k),
             chunk_frames=settings.chunk_frames, first_chunk_frames=settings.first_chunk_frames, batching=settings.batching, stage=stage_name,
+            schedule=settings.schedule(TOKEN_RATE),
         )
     )
 
@@ -140,7 +141,7 @@ def build_vocoder(device: str | None = None, model_path: str | None = None, stag
     settings = apply_knobs(VocoderKnobs(), knobs, model=MODEL, stage=stage_name, names=VOCODER_KNOBS)
     loader = settings.loader(device, model_path)
     return CodecVocoder(
-        max_batch_size=settings.max_batch_size,
+        max_batch_size=settings.max_batch_size, scheduler=settings.scheduler,
         model=MODEL, stage=stage_name, frontend=FlowFrontend(loader.get(components(), "flow"), settings.seed, loader.device),
         decoder=loader.get(components(), "hift"),
         audio=AudioFormat(MEL_VOCODER.sample_rate, MEL_VOCODER.channels), device=loader.device,

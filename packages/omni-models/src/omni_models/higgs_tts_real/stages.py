@@ -21,6 +21,7 @@ from torch import nn
 
 from omni_models.common.audio import MAX_REFERENCE_SECONDS, _decode_wav
 from omni_models.common.limits import GenerationLimits
+from omni_models.common.playback import Schedule
 from omni_models.common.request import request_sampling
 from omni_models.common.sampling import generator_for, request_seed
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits, StepScheduler
@@ -136,9 +137,9 @@ def prompt_ids(data: dict[str, Any], ref_codes: torch.Tensor | None) -> list[int
 class HiggsEngine:
     """``process`` submits one request to the running batch and streams its frames."""
 
-    def __init__(self, batch: HiggsBatch, params: HiggsSamplingParams, limits: BatchLimits, chunking: tuple[int, int], seed: int):
+    def __init__(self, batch: HiggsBatch, params: HiggsSamplingParams, limits: BatchLimits, chunking: tuple[int, int], seed: int, schedule: Schedule | None = None):
         self.batch, self.params, self.chunking, self.seed = batch, params, chunking, seed
-        self.scheduler = StepScheduler(None, name=f"{MODEL} tts_engine", limits=limits, batch=batch)
+        self.scheduler = StepScheduler(None, name=f"{MODEL} tts_engine", limits=limits, batch=batch, schedule=schedule)
 
     def _limits(self, data: dict[str, Any], prompt_len: int) -> GenerationLimits:
         """The request's row cap; the default one shrinks to the context the prompt leaves, an
@@ -215,6 +216,8 @@ def build_tts_engine(
     max_batch_tokens: int | None = None,
     max_seq_len: int = 8192,
     num_threads: int | None = None,
+    scheduler: str = "deadline",
+    busy_first_chunk_frames: int = 1,
 ) -> HiggsEngine:
     if num_threads is not None:
         torch.set_num_threads(num_threads)
@@ -223,7 +226,10 @@ def build_tts_engine(
     if dtype == "auto":  # the published weights are bfloat16; the CPU runs float32 (parity is proven there)
         dtype = "bfloat16" if str(device).startswith("cuda") else "float32"
     batch = HiggsBatch(load_backbone(path, device, dtype), max_seq_len)
-    return HiggsEngine(batch, HiggsSamplingParams(temperature, top_k, top_p), BatchLimits(max_batch_size, max_batch_tokens), (first_chunk_frames, chunk_frames), seed)
+    # HiggsBatch has neither join_many nor step(only=...): under deadline its prefills run one at a
+    # time and every row steps; streams are still admitted first and their first chunk ramps
+    schedule = Schedule(scheduler, busy_first_chunk_frames, frame_rate=CodecShape.from_config(open_checkpoint(path).codec_config).frame_rate)
+    return HiggsEngine(batch, HiggsSamplingParams(temperature, top_k, top_p), BatchLimits(max_batch_size, max_batch_tokens), (first_chunk_frames, chunk_frames), seed, schedule)
 
 
 def build_vocoder(

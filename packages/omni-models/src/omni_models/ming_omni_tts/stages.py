@@ -119,7 +119,7 @@ class LatentEngineKnobs(LoaderKnobs):
     first_chunk_frames: int = 3
 
 
-DECODE_KNOBS = ("load_format", "seed", "num_threads", "max_batch_size")
+DECODE_KNOBS = ("load_format", "seed", "num_threads", "max_batch_size", "scheduler")
 
 
 def build_reference_encode(device: str | None = None, model_path: str | None = None, stage_name: str = "reference_encode", **knobs: Any) -> ReferenceEncode:
@@ -137,7 +137,7 @@ def build_audio_decode(device: str | None = None, model_path: str | None = None,
     settings = apply_knobs(VocoderKnobs(), knobs, model=MODEL, stage=stage_name, names=DECODE_KNOBS)
     loader = settings.loader(device, model_path)
     return CodecVocoder(
-        max_batch_size=settings.max_batch_size,
+        max_batch_size=settings.max_batch_size, scheduler=settings.scheduler,
         model=MODEL, stage=stage_name, frontend=lambda first_chunk: (lambda latents: latents),
         decoder=loader.get(components(), "audio_vae.decoder"),
         audio=AudioFormat(VAE.sample_rate, VAE.channels), device=loader.device, key="latents",

@@ -2,18 +2,18 @@
 
 ``TalkerScheduler`` is ``omni_models.common.scheduler.StepScheduler`` driving a ``TalkerBatch``
 instead of the shared random-weight ``DecodeBatch`` (same admission, cancellation, deadlines,
-chunked hand-over); only the constructor differs, because the base class builds its batch from
-an ``ARModel``.
+chunked hand-over). Under ``scheduler: deadline`` streams are admitted first and their first chunk
+ramps; ``TalkerBatch`` has neither ``join_many`` nor ``step(only=...)``, so its prefills run one
+request at a time and every row steps (the scheduler checks for both).
 """
 
 from __future__ import annotations
 
-import threading
-from collections import deque
 from typing import Any
 
 import torch
 
+from omni_models.common.playback import Schedule
 from omni_models.common.sampling import generator_for
 from omni_models.common.scheduler import BatchLimits, FrameStream, StepScheduler
 from omni_models.common.stages import emit_codes, is_cancelled
@@ -23,26 +23,16 @@ from .prompt import build_prompt
 
 
 class TalkerScheduler(StepScheduler):
-    def __init__(self, batch: TalkerBatch, *, name: str, limits: BatchLimits, stage: str):  # noqa: D107 - see the class docstring
-        self.limits = limits
-        self.limits.check(batch.config.max_seq_len, stage)
-        self.name = name
-        self.batch = batch  # type: ignore[assignment] - the decode-batch interface, see omni_models.qwen3_tts_12hz.batch
-        self._cond = threading.Condition()
-        self._waiting = deque()
-        self._reserved = 0
-        self._closed = False
-        self._thread = None
-        self.steps = 0
-        self.peak_batch = 0
+    def __init__(self, batch: TalkerBatch, *, name: str, limits: BatchLimits, stage: str, schedule: Schedule | None = None):  # noqa: D107 - see the class docstring
+        super().__init__(None, name=name, limits=limits, stage=stage, schedule=schedule, batch=batch)
 
 
 class TalkerEngine:
     """``frames(prepared, ctx)``: submit a prepared request; ``stream`` sends its code chunks to the vocoder."""
 
-    def __init__(self, batch: TalkerBatch, *, name: str, limits: BatchLimits, seed: int, chunking: tuple[int, int], stage: str = "tts_engine"):
+    def __init__(self, batch: TalkerBatch, *, name: str, limits: BatchLimits, seed: int, chunking: tuple[int, int], stage: str = "tts_engine", schedule: Schedule | None = None):
         self.batch, self.seed, self.chunking, self.name = batch, seed, chunking, name
-        self.scheduler = TalkerScheduler(batch, name=f"{name} {stage}", limits=limits, stage=stage)
+        self.scheduler = TalkerScheduler(batch, name=f"{name} {stage}", limits=limits, stage=stage, schedule=schedule)
 
     def submit(self, prepared: Any, ctx: Any = None, *, chunked: bool = True) -> FrameStream:
         with torch.inference_mode():

@@ -24,6 +24,7 @@ import torch
 from omni_models.common.audio import _decode_wav
 from omni_models.common.combine import Combiner
 from omni_models.common.parallel import process_shard
+from omni_models.common.playback import Schedule
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from omni_models.common.stages import AudioFormat, is_cancelled, require, with_data
 from omni_models.common.voice_cache import VOICE_KEY, reference_artefacts
@@ -224,7 +225,8 @@ def build_preprocessing(load_format: str = "safetensors", model_path: str | None
 
 def build_tts_engine(load_format: str = "safetensors", model_path: str | None = None, device: str | None = None, num_threads: int | None = 1,
                      dtype: str = "float32", seed: int = DEFAULT_SEED, chunk_frames: int = 12, first_chunk_frames: int = 4,
-                     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE, max_batch_tokens: int | None = None, max_seq_len: int = 8192) -> TTSEngine:
+                     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE, max_batch_tokens: int | None = None, max_seq_len: int = 8192,
+                     scheduler: str = "deadline", busy_first_chunk_frames: int = 1) -> TTSEngine:
     context = preprocessing_context()
     checkpoint = open_checkpoint(load_format, model_path, num_threads)
     if Path(checkpoint.directory).resolve() != context.directory:
@@ -234,9 +236,10 @@ def build_tts_engine(load_format: str = "safetensors", model_path: str | None = 
     shard, group = process_shard(Talker)  # a rank of a TP group holds its slice of the talker's layers
     talker = checkpoint.talker(resolve_device(device), dtype_of(dtype), shard)
     batch = TalkerBatch(talker, max_seq_len) if group is None else tp.engage(TalkerBatch(talker, max_seq_len), group)
+    frame_rate = checkpoint.codec.sample_rate / checkpoint.codec.upsample
     engine = TalkerEngine(batch, name=MODEL, limits=BatchLimits(max_batch_size, max_batch_tokens), seed=seed,
-                          chunking=(first_chunk_frames, chunk_frames))
-    return TTSEngine(engine, checkpoint.codec.sample_rate / checkpoint.codec.upsample)
+                          chunking=(first_chunk_frames, chunk_frames), schedule=Schedule(scheduler, busy_first_chunk_frames, frame_rate=frame_rate))
+    return TTSEngine(engine, frame_rate)
 
 
 def build_vocoder(load_format: str = "safetensors", model_path: str | None = None, device: str | None = None, num_threads: int | None = 1,

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .options import CURRENT, Alternative, BenchUsageError, alternatives, check_options, flatten
-from .workload import RequestSample, RssSampler, drive, percentile, request_data
+from .workload import RequestSample, RssSampler, drive, drive_open_loop, percentile, poisson_arrivals, request_data
 
 
 @dataclass(frozen=True)
 class Row:
-    """One line of the table: a topology at one concurrency and text length."""
+    """One line of the table: a topology at one load (a concurrency, or an offered rate) and text length.
+
+    With ``--repeat N`` the load ran N times; the row is the median repeat by TTFA p95 and
+    ``spread`` holds each key metric's minimum and maximum over the repeats."""
 
     topology: str
     processes: int
-    concurrency: int
+    concurrency: int | None
     text_chars: int
     requests: int
     failed: int
@@ -38,6 +42,18 @@ class Row:
     rss_mib: dict[str, float] = field(default_factory=dict)
     """Peak resident memory of each OS process (instance name -> MiB) while this row ran."""
     first_error: str | None = None
+    offered_rate: float | None = None
+    """Open loop: requests per second sent (Poisson arrivals); None for a closed-loop row."""
+    audible_p50_s: float | None = None
+    audible_p95_s: float | None = None
+    chunk_interval_p50_s: float | None = None
+    chunk_interval_p95_s: float | None = None
+    chunk_interval_max_s: float | None = None
+    underrun_events: int = 0
+    underrun_requests: int = 0
+    underrun_s: float = 0.0
+    repeats: int = 1
+    spread: dict[str, list[float | None]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,7 +100,86 @@ def _compile_all(args: argparse.Namespace, alts: Sequence[Alternative]) -> list[
     return targets
 
 
-async def _bench_topology(target: _Target, args: argparse.Namespace, concurrencies: list[int], lengths: list[int], log: Callable[[str], None]) -> list[Row]:
+@dataclass(frozen=True)
+class Plan:
+    """The loads to measure: closed-loop concurrencies, open-loop rates, and the max-rate search."""
+
+    concurrencies: list[int]
+    rates: list[float]
+    lengths: list[int]
+    max_rate: bool
+
+
+class _Bench:
+    """One started topology and the measurements run against it."""
+
+    def __init__(self, runtime: Any, target: _Target, args: argparse.Namespace, startup: float, log: Callable[[str], None]):
+        self.runtime, self.target, self.args, self.startup, self.log = runtime, target, args, startup, log
+        self.name = target.alternative.name
+        self.pids = runtime.instance_pids()
+
+    async def _warm(self, length: int, concurrency: int) -> None:
+        warm = [request_data(length, i, self.args.stream) for i in range(self.args.warmup)]
+        if warm:
+            await drive(self.runtime, warm, min(concurrency, len(warm)), self.args.stream, self.args.request_timeout)
+
+    async def closed(self, length: int, concurrency: int) -> Row:
+        await self._warm(length, concurrency)
+        rows = []
+        for _ in range(self.args.repeat):
+            payloads = [request_data(length, i, self.args.stream) for i in range(self.args.requests)]
+            with RssSampler(self.pids) as rss:
+                samples, wall = await drive(self.runtime, payloads, concurrency, self.args.stream, self.args.request_timeout)
+            rows.append(make_row(self.name, len(self.target.topology.instances), concurrency, length, samples, wall, self.startup, rss.mib()))
+        row = combine_repeats(rows)
+        self.log(f"bench: {self.name} c={concurrency} chars={length}: {row.requests_per_s:.2f} req/s, {row.audio_s_per_s:.2f} audio s/s, underruns {row.underrun_events}")
+        return row
+
+    async def open(self, length: int, rate: float, requests: int | None = None) -> Row:
+        await self._warm(length, 1)
+        rows = []
+        for repeat in range(self.args.repeat):
+            payloads = [request_data(length, i, self.args.stream) for i in range(requests or self.args.requests)]
+            arrivals = poisson_arrivals(rate, len(payloads), self.args.seed + repeat)
+            with RssSampler(self.pids) as rss:
+                samples, wall = await drive_open_loop(self.runtime, payloads, arrivals, self.args.stream, self.args.request_timeout)
+            rows.append(make_row(self.name, len(self.target.topology.instances), None, length, samples, wall, self.startup, rss.mib(), rate=rate))
+        row = combine_repeats(rows)
+        self.log(
+            f"bench: {self.name} rate={rate:g}/s chars={length}: completed {row.requests_per_s:.2f} req/s, TTFA p95 {_ms(row.ttfa_p95_s)} ms, "
+            f"underruns {row.underrun_events} (spread {row.spread['underrun_events']})"
+        )
+        return row
+
+    async def max_rate(self, length: int) -> tuple[float | None, list[Row]]:
+        """Highest rate that ``passes``, each probe held ``--max-rate-window`` seconds: double from
+        ``--max-rate-start`` until one fails, then bisect."""
+        bound = self.args.ttfa_bound_ms / 1000.0
+        rate, good, bad, rows = self.args.max_rate_start, None, None, []
+
+        def held(r: float) -> int:
+            return max(self.args.requests, math.ceil(r * self.args.max_rate_window))
+
+        while bad is None and rate <= self.args.max_rate_limit:
+            rows.append(await self.open(length, rate, held(rate)))
+            if passes(rows[-1], bound):
+                good, rate = rate, rate * 2
+            else:
+                bad = rate
+        if good is None or bad is None:
+            return good, rows
+        for _ in range(self.args.max_rate_steps):
+            mid = round((good + bad) / 2, 3)
+            rows.append(await self.open(length, mid, held(mid)))
+            good, bad = (mid, bad) if passes(rows[-1], bound) else (good, mid)
+        return good, rows
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f}"
+
+
+async def _bench_topology(target: _Target, args: argparse.Namespace, plan: Plan, log: Callable[[str], None]) -> tuple[list[Row], dict[str, float | None]]:
     from ..cli.args import backend_kwargs
     from ..parent.runtime import Runtime
 
@@ -93,27 +188,31 @@ async def _bench_topology(target: _Target, args: argparse.Namespace, concurrenci
     log(f"bench: starting {name} ({len(target.topology.instances)} processes)")
     began = time.perf_counter()
     rows: list[Row] = []
+    found: dict[str, float | None] = {}
     try:
         await runtime.start()
-        startup = time.perf_counter() - began
-        pids = runtime.instance_pids()
-        for length in lengths:
-            for concurrency in concurrencies:
-                warm = [request_data(length, i, args.stream) for i in range(args.warmup)]
-                if warm:
-                    await drive(runtime, warm, min(concurrency, len(warm)), args.stream, args.request_timeout)
-                payloads = [request_data(length, i, args.stream) for i in range(args.requests)]
-                with RssSampler(pids) as rss:
-                    samples, wall = await drive(runtime, payloads, concurrency, args.stream, args.request_timeout)
-                rows.append(make_row(name, len(target.topology.instances), concurrency, length, samples, wall, startup, rss.mib()))
-                log(f"bench: {name} c={concurrency} chars={length}: {rows[-1].requests_per_s:.2f} req/s, {rows[-1].audio_s_per_s:.2f} audio s/s")
+        bench = _Bench(runtime, target, args, time.perf_counter() - began, log)
+        for length in plan.lengths:
+            for concurrency in plan.concurrencies:
+                rows.append(await bench.closed(length, concurrency))
+            for rate in plan.rates:
+                rows.append(await bench.open(length, rate))
+            if plan.max_rate:
+                best, probed = await bench.max_rate(length)
+                rows.extend(probed)
+                found[f"{name}, {length} chars"] = best
     finally:
         await runtime.shutdown()
-    return rows
+    return rows, found
 
 
-def make_row(name: str, processes: int, concurrency: int, length: int, samples: list[RequestSample], wall: float, startup: float, rss: dict[str, float]) -> Row:
+def make_row(
+    name: str, processes: int, concurrency: int | None, length: int, samples: list[RequestSample], wall: float, startup: float, rss: dict[str, float],
+    *, rate: float | None = None,
+) -> Row:
     ok = [s for s in samples if s.ok]
+    played = [s.playback for s in ok if s.playback is not None]
+    intervals = [gap for p in played for gap in p.chunk_intervals_s]
     ttfa = [s.first_audio_s for s in ok if s.first_audio_s is not None]
     audio = sum(s.audio_s for s in ok)
     errors = [s.error for s in samples if not s.ok]
@@ -135,15 +234,54 @@ def make_row(name: str, processes: int, concurrency: int, length: int, samples: 
         startup_s=round(startup, 2),
         rss_mib=rss,
         first_error=errors[0] if errors else None,
+        offered_rate=rate,
+        audible_p50_s=percentile([p.first_audible_s for p in played if p.first_audible_s is not None], 50),
+        audible_p95_s=percentile([p.first_audible_s for p in played if p.first_audible_s is not None], 95),
+        chunk_interval_p50_s=percentile(intervals, 50),
+        chunk_interval_p95_s=percentile(intervals, 95),
+        chunk_interval_max_s=max(intervals) if intervals else None,
+        underrun_events=sum(p.underrun_events for p in played),
+        underrun_requests=sum(1 for p in played if p.underrun_events),
+        underrun_s=round(sum(p.underrun_s for p in played), 6),
     )
 
 
-async def run_async(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
+#: Metrics whose spread over repeats each row reports.
+SPREAD = ("ttfa_p50_s", "ttfa_p95_s", "underrun_events", "underrun_s", "requests_per_s")
+
+
+def combine_repeats(rows: list[Row]) -> Row:
+    """The median repeat (by TTFA p95, failures last; of an even count the worse of the middle two)
+    with each key metric's [min, max] over all repeats."""
+    ordered = sorted(rows, key=lambda r: (r.failed, r.ttfa_p95_s if r.ttfa_p95_s is not None else float("inf")))
+    median = ordered[len(ordered) // 2]
+    spread = {}
+    for name in SPREAD:
+        values = [getattr(r, name) for r in rows if getattr(r, name) is not None]
+        spread[name] = [min(values), max(values)] if values else [None, None]
+    return replace(median, repeats=len(rows), spread=spread)
+
+
+def passes(row: Row, ttfa_bound_s: float) -> bool:
+    """A rate is served when the median repeat had no failures, no underruns and p95 TTFA within the bound."""
+    return row.failed == 0 and row.underrun_events == 0 and row.ttfa_p95_s is not None and row.ttfa_p95_s <= ttfa_bound_s
+
+
+async def run_async(args: argparse.Namespace, log: Callable[[str], None]) -> tuple[list[Row], dict[str, float | None]]:
     check_options(args)
     targets = _compile_all(args, alternatives(args))
-    concurrencies = flatten(args.concurrency, [1])
-    lengths = flatten(args.text_length, [200])
+    rates = [r for group in (args.rate or []) for r in group]
+    open_loop = bool(rates) or args.max_rate
+    plan = Plan(
+        concurrencies=flatten(args.concurrency, [] if open_loop else [1]),
+        rates=list(dict.fromkeys(rates)),
+        lengths=flatten(args.text_length, [200]),
+        max_rate=args.max_rate,
+    )
     rows: list[Row] = []
+    found: dict[str, float | None] = {}
     for target in targets:
-        rows.extend(await _bench_topology(target, args, concurrencies, lengths, log))
-    return rows
+        more, best = await _bench_topology(target, args, plan, log)
+        rows.extend(more)
+        found.update(best)
+    return rows, found

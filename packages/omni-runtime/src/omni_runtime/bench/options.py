@@ -36,6 +36,16 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _rate_list(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected request rates per second like 0.5,1,2, got {text!r}") from None
+    if not values or any(not v > 0 or v == float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive request rates per second like 0.5,1,2, got {text!r}")
+    return values
+
+
 def _alternative(text: str) -> Alternative:
     name, sep, overrides = text.partition("=")
     name = name.strip()
@@ -62,6 +72,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="requests in flight at once; repeatable or a list like 1,8,32 (default: 1)",
     )
     parser.add_argument(
+        "--rate", "--rates", dest="rate", type=_rate_list, action="append", metavar="R",
+        help="open loop: requests arrive at R per second on average (seeded Poisson arrivals) whatever is in flight; "
+        "repeatable or a list like 0.5,1,2 (a sweep). The client plays every stream in real time from its first chunk and counts underruns",
+    )
+    parser.add_argument("--repeat", type=int, default=3, metavar="N", help="runs of every row; the table shows the median run and the spread (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the open-loop arrival times (run k uses seed + k; default: %(default)s)")
+    parser.add_argument(
+        "--max-rate", action="store_true",
+        help="search the highest open-loop rate served with zero underruns and p95 TTFA within --ttfa-bound-ms: "
+        "double from --max-rate-start until a rate fails, then bisect --max-rate-steps times",
+    )
+    parser.add_argument("--ttfa-bound-ms", type=float, default=1000.0, metavar="MS", help="p95 TTFA a rate must stay within for --max-rate (default: %(default)s)")
+    parser.add_argument("--max-rate-start", type=float, default=0.5, metavar="R", help="first rate --max-rate tries (default: %(default)s)")
+    parser.add_argument("--max-rate-limit", type=float, default=64.0, metavar="R", help="highest rate --max-rate tries (default: %(default)s)")
+    parser.add_argument("--max-rate-steps", type=int, default=3, metavar="N", help="bisection steps of --max-rate after the doubling (default: %(default)s)")
+    parser.add_argument(
+        "--max-rate-window", type=float, default=10.0, metavar="S",
+        help="each --max-rate probe sends max(--requests, rate x S) requests, so a rate is held for S seconds, not met by one burst (default: %(default)s)",
+    )
+    parser.add_argument(
         "--text-length", type=_int_list, action="append", metavar="CHARS",
         help="characters of text per request; repeatable or a list like 80,400 (default: 200)",
     )
@@ -77,7 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", dest="format", action="store_const", const="json", help="print the rows as JSON (same as --format json)")
     parser.add_argument(
         "--plot", metavar="FILE.png", default=None,
-        help="also draw throughput and TTFA against concurrency, one line per topology, into FILE (.png, .svg or .pdf; needs omni-runtime[plot])",
+        help="also draw throughput and TTFA against concurrency (closed loop) and TTFA p50/p95 and underruns against offered rate "
+        "(open loop), one line per topology, into FILE (.png, .svg or .pdf; needs omni-runtime[plot])",
     )
     add_backend_args(parser)
 
@@ -86,9 +117,12 @@ def check_options(args: argparse.Namespace) -> None:
     """Every usage mistake at once, before anything starts (a plot that could not be written
     would otherwise be found only after the whole run)."""
     problems = []
-    for option, value, low in (("--requests", args.requests, 1), ("--warmup", args.warmup, 0)):
+    for option, value, low in (("--requests", args.requests, 1), ("--warmup", args.warmup, 0), ("--repeat", args.repeat, 1), ("--max-rate-steps", args.max_rate_steps, 0)):
         if value < low:
             problems.append(f"error: {option} {value}\n  rule: must be at least {low}\n  fix:  pass {option} {max(low, 1)}")
+    for option, value in (("--ttfa-bound-ms", args.ttfa_bound_ms), ("--max-rate-start", args.max_rate_start), ("--max-rate-limit", args.max_rate_limit), ("--max-rate-window", args.max_rate_window)):
+        if not value > 0:
+            problems.append(f"error: {option} {value}\n  rule: must be a positive number\n  fix:  pass e.g. {option} 1")
     if args.plot:
         path = Path(args.plot)
         if path.suffix.lower() not in PLOT_SUFFIXES:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from .playback import Arrival, Playback, first_audible_index, play
 
 _TEXT_POOL = (
     "The quick brown fox jumps over the lazy dog near the quiet river bank.",
@@ -49,6 +52,8 @@ class RequestSample:
     first_audio_s: float | None
     audio_s: float
     error: str | None = None
+    playback: Playback | None = None
+    """What a listener playing the stream in real time from its first chunk experienced (streamed requests)."""
 
 
 def _audio_seconds(chunk: Any) -> float:
@@ -59,11 +64,19 @@ def _audio_seconds(chunk: Any) -> float:
     return frames / float(chunk["sample_rate"])
 
 
+def _arrival(chunk: dict[str, Any], at: float, seconds: float) -> Arrival:
+    audio = chunk["audio"]
+    samples = audio.numpy() if hasattr(audio, "numpy") else audio
+    return Arrival(at, seconds, first_audible_index(samples), int(chunk["sample_rate"]))
+
+
 async def one_request(runtime: Any, data: dict[str, Any], stream: bool, timeout: float) -> RequestSample:
-    """Submit one request and time it as a client would: first audio chunk and completion."""
+    """Submit one request and time it as a client would: every audio chunk's arrival (played
+    back in real time from the first, ``playback``) and completion."""
     began = time.perf_counter()
     first: float | None = None
     audio_s = 0.0
+    arrivals: list[Arrival] = []
     handle = None
     try:
         handle = await runtime.submit(data)
@@ -72,8 +85,10 @@ async def one_request(runtime: Any, data: dict[str, Any], stream: bool, timeout:
             nonlocal first, audio_s
             async for chunk in handle.stream():
                 seconds = _audio_seconds(chunk)
-                if first is None and seconds > 0:
-                    first = time.perf_counter() - began
+                if seconds > 0:
+                    at = time.perf_counter() - began
+                    first = at if first is None else first
+                    arrivals.append(_arrival(chunk, at, seconds))
                 audio_s += seconds
             return await handle.result()
 
@@ -89,11 +104,11 @@ async def one_request(runtime: Any, data: dict[str, Any], stream: bool, timeout:
     latency = time.perf_counter() - began
     # Without streaming, the client holds no audio until the response is complete.
     ttfa = first if stream else latency
-    return RequestSample(ok=True, latency_s=latency, first_audio_s=ttfa, audio_s=audio_s)
+    return RequestSample(ok=True, latency_s=latency, first_audio_s=ttfa, audio_s=audio_s, playback=play(arrivals) if stream and arrivals else None)
 
 
 async def drive(runtime: Any, payloads: list[dict[str, Any]], concurrency: int, stream: bool, timeout: float) -> tuple[list[RequestSample], float]:
-    """``concurrency`` clients, each sending its next request when the last one completes."""
+    """``concurrency`` clients, each sending its next request when the last one completes (closed loop)."""
     pending = iter(payloads)
     samples: list[RequestSample] = []
 
@@ -104,6 +119,32 @@ async def drive(runtime: Any, payloads: list[dict[str, Any]], concurrency: int, 
     began = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(concurrency)))
     return samples, time.perf_counter() - began
+
+
+def poisson_arrivals(rate: float, count: int, seed: int) -> list[float]:
+    """Seconds from the start at which ``count`` requests arrive at ``rate`` per second on
+    average (exponential gaps, a Poisson process); the same seed gives the same schedule."""
+    rng = random.Random(seed)
+    at, times = 0.0, []
+    for _ in range(count):
+        times.append(at)
+        at += rng.expovariate(rate)
+    return times
+
+
+async def drive_open_loop(runtime: Any, payloads: list[dict[str, Any]], arrivals: Sequence[float], stream: bool, timeout: float) -> tuple[list[RequestSample], float]:
+    """Send each request at its arrival time whatever is still in flight (open loop: a slow
+    server faces a growing queue, as it would from independent users)."""
+    began = time.perf_counter()
+
+    async def at(offset: float, data: dict[str, Any]) -> RequestSample:
+        delay = offset - (time.perf_counter() - began)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return await one_request(runtime, data, stream, timeout)
+
+    samples = await asyncio.gather(*(at(offset, data) for offset, data in zip(arrivals, payloads)))
+    return list(samples), time.perf_counter() - began
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

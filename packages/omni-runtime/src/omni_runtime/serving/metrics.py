@@ -70,6 +70,7 @@ class ServingMetrics:
         registry.register(_WorkerCollector(worker_pids))
         self.transport: dict[str, dict[str, dict[str, int]]] = {}
         registry.register(_TransportCollector(lambda: self.transport))
+        self.streams = AudioSLOMetrics(registry)
 
     async def refresh_transport(self, runtime: Any) -> None:
         """Read the bytes sent per process, peer and transport (a cluster run asks its actors; bounded to 2 s)."""
@@ -100,6 +101,100 @@ class ServingMetrics:
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+STREAM_LABELS = ("model", "stage", "replica")
+CHUNK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0)
+RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0)
+
+
+class AudioSLOMetrics:
+    """What a listener of each streamed response hears, by model and by the terminal stage and
+    replica that produced it (docs/audio-slo-metrics.md has the PromQL).
+
+    The server keeps a playback clock per stream: the client starts playing at the first chunk,
+    so a chunk is due when the audio sent before it has played out; a chunk that leaves the
+    server after that instant is *late* (the client, with no buffer of its own, underruns).
+    """
+
+    def __init__(self, registry: CollectorRegistry):
+        labels = list(STREAM_LABELS)
+        self.first_audio = Histogram(
+            "omni_stream_time_to_first_audio_seconds", "Request arrival to the first audio chunk leaving the server, streamed responses.",
+            labels, buckets=LATENCY_BUCKETS, registry=registry,
+        )
+        self.chunk_interval = Histogram(
+            "omni_stream_chunk_interval_seconds", "Time between consecutive audio chunks of one streamed response.",
+            labels, buckets=CHUNK_BUCKETS, registry=registry,
+        )
+        self.chunks = Counter("omni_stream_chunks", "Audio chunks sent in streamed responses.", labels, registry=registry)
+        self.late_chunks = Counter(
+            "omni_stream_late_chunks",
+            "Chunks that left after their playback deadline (the audio sent before them had already played out): underrun risk.",
+            labels, registry=registry,
+        )
+        self.late_seconds = Counter(
+            "omni_stream_late_seconds", "Seconds by which late chunks missed their playback deadline (silence a real-time client hears).",
+            labels, registry=registry,
+        )
+        self.rtf = Histogram(
+            "omni_stream_rtf", "Real-time factor of each completed streamed response: arrival to last chunk, over its audio seconds.",
+            labels, buckets=RTF_BUCKETS, registry=registry,
+        )
+
+    def track(self, model: str, stage: str, replica: str, started: float) -> StreamTracker:
+        for counter in (self.chunks, self.late_chunks, self.late_seconds):
+            counter.labels(model, stage, replica)  # present at 0, so rate() and ratios answer before the first late chunk
+        return StreamTracker(self, (model, stage, replica), started)
+
+
+class StreamTracker:
+    """One streamed response's playback clock (``time.perf_counter`` seconds)."""
+
+    def __init__(self, slo: AudioSLOMetrics, labels: tuple[str, str, str], started: float):
+        self.slo, self.labels, self.started = slo, labels, started
+        self.first: float | None = None
+        self.last: float | None = None
+        self.audio_s = 0.0
+
+    def chunk(self, seconds: float, now: float | None = None) -> None:
+        """A chunk of ``seconds`` audio leaves the server now."""
+        import time
+
+        now = time.perf_counter() if now is None else now
+        labels = self.labels
+        if self.first is None:
+            self.first = now
+            self.slo.first_audio.labels(*labels).observe(now - self.started)
+        else:
+            self.slo.chunk_interval.labels(*labels).observe(now - self.last)
+            due = self.first + self.audio_s
+            if now > due:
+                self.slo.late_chunks.labels(*labels).inc()
+                self.slo.late_seconds.labels(*labels).inc(now - due)
+                self.first += now - due  # the client resumes from here: later chunks are due that much later
+        self.slo.chunks.labels(*labels).inc()
+        self.last = now
+        self.audio_s += seconds
+
+    def finish(self) -> None:
+        if self.last is not None and self.audio_s > 0:
+            self.slo.rtf.labels(*self.labels).observe((self.last - self.started) / self.audio_s)
+
+
+def stream_origin(topology: Any, instances: Iterable[str]) -> tuple[str, str]:
+    """``(terminal stage, replica)`` of the process instance among ``instances`` that runs the
+    topology's terminal stage (replica ``"0"`` for a process that is not replicated)."""
+    if topology is None:
+        return "unknown", "0"
+    terminal = {s.name for s in topology.stages if s.terminal}
+    bound = set(instances)
+    for inst in topology.instances:
+        if inst.name in bound:
+            for placement in inst.stages:
+                if placement.stage in terminal:
+                    return placement.stage, str(inst.replica or 0)
+    return (sorted(terminal)[0] if terminal else "unknown"), "0"
 
 
 class _RuntimeCollector(Collector):

@@ -26,7 +26,7 @@ from ..errors import RequestFailed, RuntimeFailure
 from .audio import CONTENT_TYPES, AudioError, PcmAudio, encode
 from .encoders import StreamEncoder
 from .errors import RETRY_AFTER_S, APIError, runtime_error
-from .metrics import ServingMetrics
+from .metrics import ServingMetrics, stream_origin
 from .request import SpeechRequest, parse_body, parse_speech
 from .streaming import AudioStreamResponse, ClientGone, until_disconnect
 from .synthesis import audio_parts, collect_audio
@@ -90,9 +90,11 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
             metrics.in_flight.dec()
 
     seconds = [0.0]
+    listener = metrics.streams.track(speech.model, *stream_origin(getattr(runtime, "topology", None), getattr(handle, "instances", ())), started)
 
     def counted(part: PcmAudio) -> PcmAudio:
         seconds[0] += part.frames / part.sample_rate
+        listener.chunk(part.frames / part.sample_rate)  # audio SLO metrics: a chunk leaving now
         return part
 
     def done(status: int) -> None:
@@ -103,6 +105,7 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
         log_access(request, status, started)
         if status == 200:
             metrics.observe_stages(getattr(handle, "stage_timings", None), speech.model)
+            listener.finish()
 
     metrics.first_audio.labels(model=speech.model).observe(time.perf_counter() - started)
     chunks = _encoded(counted(first), parts, speech, counted)
