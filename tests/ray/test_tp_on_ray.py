@@ -41,7 +41,9 @@ def _deployment(tmp_path, tp: int):
     higgs = resources.files("omni_models.higgs_tts") / "pipeline.yaml"
     path.write_text(
         f"extends: {higgs}\n"
-        f"stages:\n  - {{name: tts_engine, tp_size: {tp}, gpu: {[0, 1] if tp > 1 else 0}}}\n"
+        # fifo: the deadline scheduler sizes a stream's chunks by its playback clock, so chunk joins (and
+        # the last float bits of the audio) follow timing; fifo keeps them fixed, so TP=2 audio equals TP=1 exactly
+        f"stages:\n  - {{name: tts_engine, tp_size: {tp}, gpu: {[0, 1] if tp > 1 else 0}, factory_args: {{scheduler: fifo}}}}\n"
         "processes:\n  pipeline:\n    ray: {resources: {node_a: 1}}\n"
     )
     return compile_topology(load_config(path))
