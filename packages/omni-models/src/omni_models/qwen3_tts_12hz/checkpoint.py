@@ -13,51 +13,19 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from omni_models.common.hf_cache import cached_snapshot, hub_cache
 from omni_models.common.parallel import full_shape, read_shard, shard_specs
 
 from .spec import CheckpointError, read_codec_spec, read_generation_defaults, read_model_spec
 
 MODEL_FILE = "model.safetensors"
 CODEC_DIR = "speech_tokenizer"
-
-
-def hub_cache() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]) / "hub"
-    return Path.home() / ".cache" / "huggingface" / "hub"
-
-
-def cached_snapshot(model_id: str) -> Path | None:
-    """The model's snapshot in the local Hugging Face cache (names matched case-insensitively)."""
-    root = hub_cache()
-    wanted = "models--" + model_id.replace("/", "--")
-    if not root.is_dir():
-        return None
-    for repo in sorted(root.iterdir()):
-        if repo.name.lower() != wanted.lower():
-            continue
-        ref = repo / "refs" / "main"
-        if ref.is_file():
-            snapshot = repo / "snapshots" / ref.read_text(encoding="utf-8").strip()
-            return snapshot if snapshot.is_dir() else None
-        snapshots = sorted(p for p in (repo / "snapshots").glob("*") if p.is_dir())
-        if len(snapshots) == 1:
-            return snapshots[0]
-        if snapshots:
-            raise CheckpointError(
-                f"{repo}: {len(snapshots)} snapshots and no refs/main to choose one\n"
-                f"  fix:  pass --weights {snapshots[-1]} (or write the commit to {ref})"
-            )
-    return None
 
 
 def resolve(model_id: str, weights: str | None) -> str:
