@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import MLP, RMSNorm, StackSpec, rotary
+from omni_models.common.qwen3_layers import MLP, RMSNorm, StackSpec, rotary, rotate
+
 from .spec import CodecSpec
 
 REFERENCE_CHUNK = 300
@@ -178,9 +179,7 @@ class ScaledBlock(nn.Module):
         q = a.q_proj(y).view(b, t, -1, d).transpose(1, 2)
         k = a.k_proj(y).view(b, t, -1, d).transpose(1, 2)
         v = a.v_proj(y).view(b, t, -1, d).transpose(1, 2)
-        half = d // 2
-        q = q * cos + torch.cat((-q[..., half:], q[..., :half]), -1) * sin
-        k = k * cos + torch.cat((-k[..., half:], k[..., :half]), -1) * sin
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != q.shape[1])
         x = x + self.self_attn_layer_scale.scale * a.o_proj(out.transpose(1, 2).reshape(b, t, -1))
         return x + self.mlp_layer_scale.scale * self.mlp(self.post_attention_layernorm(x))
