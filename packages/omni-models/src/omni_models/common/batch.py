@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -140,12 +140,20 @@ class PackedPrefill:
         return torch.cat(out)
 
 
+class RowState(Protocol):
+    """A request's per-step state: takes the sampled codes, gives back (the aligned frame they
+    complete or None, finished, the codes to feed back). ``FrameState`` for the catalog's layouts;
+    a model with its own end-of-audio rule (Higgs-TTS) brings its own."""
+
+    def accept(self, codes: list[int]) -> tuple[list[int] | None, bool, list[int]]: ...
+
+
 @dataclass(eq=False)
 class Row:
     """One running request: its layout state, sampler, cache slot and last hidden state."""
 
     owner: Any
-    state: FrameState
+    state: RowState
     params: SamplingParams
     noise: GumbelNoise
     span: int
@@ -171,9 +179,9 @@ class SpanBatch:
     def __init__(self, new_pool: Callable[[int], KVPool]):
         self.new_pool = new_pool
         self.pools: dict[int, KVPool] = {}
-        self.rows: dict[Any, Any] = {}
+        self.rows: dict[Any, Row] = {}
 
-    def _slot(self, row: Any) -> KVCache:
+    def _slot(self, row: Row) -> KVCache:
         """Give ``row`` a slot in the pool of its span (created on first use); a cache over it."""
         pool = self.pools.get(row.span)
         if pool is None:
@@ -192,7 +200,7 @@ class SpanBatch:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def _ordered(self, only: Any = None) -> tuple[list[tuple[KVPool, list[Any]]], list[Any]]:
+    def _ordered(self, only: Any = None) -> tuple[list[tuple[KVPool, list[Row]]], list[Row]]:
         """Pools with the rows that step (``only``: a set of owners; None: everyone), in a fixed order."""
         pools = []
         for _, pool in sorted(self.pools.items()):
@@ -201,7 +209,7 @@ class SpanBatch:
                 pools.append((pool, rows))
         return pools, [row for _, rows in pools for row in rows]
 
-    def _settle(self, rows: list[Any], codes: torch.Tensor) -> tuple[list[StepResult], dict[Any, list[int]]]:
+    def _settle(self, rows: list[Row], codes: torch.Tensor) -> tuple[list[StepResult], dict[Row, list[int]]]:
         """Each row's sampled codes through its state: the step's results (finished rows leave)
         and, for the rows that continue, the codes to feed back."""
         results, feed = [], {}

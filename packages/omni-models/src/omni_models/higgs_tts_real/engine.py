@@ -17,13 +17,13 @@ rows cap it. Aligned frames are handed to the vocoder as soon as a row completes
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from omni_models.common.batch import KVPool, RowAttention, SpanBatch, StepResult, span_for
+from omni_models.common.batch import KVPool, Row, RowAttention, SpanBatch, StepResult, span_for
 from omni_models.common.delay import DelayAligner, apply_delay
 from omni_models.common.limits import GenerationLimits
 from omni_models.common.sampling import GumbelNoise, SamplingParams, sample_rows
@@ -111,19 +111,6 @@ class HiggsRowState:
         return frame, done or self.rows >= self.max_rows, row
 
 
-@dataclass(eq=False)
-class HiggsRow:
-    owner: Any
-    state: HiggsRowState
-    params: SamplingParams
-    noise: GumbelNoise
-    span: int
-    position: int = 0
-    hidden: torch.Tensor | None = None
-    pool: KVPool | None = field(default=None, repr=False)
-    slot: int = -1
-
-
 class _Prefill:
     """Attention for a prompt written into one request's slot from position 0."""
 
@@ -180,11 +167,11 @@ class HiggsBatch(SpanBatch):
             )
         return span_for(prompt_len, limits.max_new_tokens, self.config.max_seq_len)
 
-    def join(self, owner: Any, prompt: torch.Tensor, limits: GenerationLimits, params: SamplingParams, generator: torch.Generator) -> HiggsRow:
+    def join(self, owner: Any, prompt: torch.Tensor, limits: GenerationLimits, params: SamplingParams, generator: torch.Generator) -> Row:
         self.check_prompt(prompt)
         span = self.reserve(prompt.shape[1], limits)
         audio = self.model.audio
-        row = HiggsRow(owner, HiggsRowState(audio.num_codebooks, audio.boc, audio.eoc, limits.max_new_tokens), params, GumbelNoise(generator), span)
+        row = Row(owner, HiggsRowState(audio.num_codebooks, audio.boc, audio.eoc, limits.max_new_tokens), params, GumbelNoise(generator), span)
         view = self._slot(row)
         try:
             t = prompt.shape[1]
@@ -211,7 +198,7 @@ class HiggsBatch(SpanBatch):
             self._advance(feed)
         return results
 
-    def _advance(self, feed: dict[HiggsRow, list[int]]) -> None:
+    def _advance(self, feed: dict[Row, list[int]]) -> None:
         pools, rows = self._ordered()
         x = self.model.embed_audio(torch.tensor([feed[r] for r in rows], device=self.device)).to(self.dtype)
         positions = torch.tensor([r.position for r in rows], device=self.device)
