@@ -96,7 +96,9 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 
 class Attention(nn.Module):
-    def __init__(self, spec: StackSpec):
+    """``qk_norm=False``: no per-head norm on queries and keys (the Qwen3-TTS codec's pre-transformer)."""
+
+    def __init__(self, spec: StackSpec, qk_norm: bool = True):
         super().__init__()
         self.spec = spec
         h, d = spec.hidden, spec.head_dim
@@ -104,8 +106,8 @@ class Attention(nn.Module):
         self.k_proj = column_linear(h, spec.kv_heads * d, spec.bias)
         self.v_proj = column_linear(h, spec.kv_heads * d, spec.bias)
         self.o_proj = row_linear(spec.heads * d, h, spec.bias)
-        self.q_norm = RMSNorm(d, spec.eps)
-        self.k_norm = RMSNorm(d, spec.eps)
+        self.q_norm: nn.Module = RMSNorm(d, spec.eps) if qk_norm else nn.Identity()
+        self.k_norm: nn.Module = RMSNorm(d, spec.eps) if qk_norm else nn.Identity()
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: Attend, layer: int, linear: Linear = plain_linear) -> torch.Tensor:
         """``x`` ``[B, T, hidden]``, cos/sin ``[B or 1, 1, T, head_dim]`` -> ``[B, T, hidden]`` (this rank's
