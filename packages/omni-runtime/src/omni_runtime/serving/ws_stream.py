@@ -55,7 +55,7 @@ from .ws_synthesis import SegmentSynthesis
 
 STREAM = "/v1/audio/speech/stream"
 log = logging.getLogger("uvicorn.error.omni")
-_SESSION_ONLY = frozenset({"sample_rate"})
+_SESSION_ONLY = frozenset({"sample_rate", "text_append"})
 MIN_RATE, MAX_RATE = 8000, 48000
 
 __all__ = ["STREAM", "StreamLimits", "StreamSession", "install_stream_route"]
@@ -70,10 +70,11 @@ class StreamSession(SegmentSynthesis):
         self.limits = limits
         self.session_fields: dict[str, Any] = {}
         """Every field the client set so far: each session.update changes only the fields it names."""
-        supports = getattr(self.runtime, "supports_append", None)
-        self.appending = bool(supports()) if callable(supports) else False
-        """The model takes text while it generates: a response's words go to one running request."""
-        self.segmenter: TextSegmenter | WordPieces = WordPieces(limits.segments) if self.appending else TextSegmenter(limits.segments)
+        self.append_choice: bool | None = None
+        """The client's ``text_append`` (None: append where the model can)."""
+        self.appending = False
+        """This response's words go to one running request (decided as each response starts)."""
+        self.segmenter: TextSegmenter | WordPieces = TextSegmenter(limits.segments)
         self.response: Response | None = None
         """The response that is receiving text."""
         self.unit: Segment | None = None
@@ -152,8 +153,15 @@ class StreamSession(SegmentSynthesis):
         rate = session.get("sample_rate", self.sample_rate)
         if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int) or not MIN_RATE <= rate <= MAX_RATE):
             raise client_error(f"session.sample_rate {rate!r} must be an integer from {MIN_RATE} to {MAX_RATE} (Hz)", "invalid_value", "sample_rate")
+        choice = session.get("text_append", self.append_choice)
+        if choice is not None and not isinstance(choice, bool):
+            raise client_error(f"session.text_append must be true or false, got {choice!r}", "invalid_value", "text_append")
+        if choice and not self.can_append():
+            raise client_error(f"model {speech.model!r} does not take text while it generates; its segments are synthesised separately "
+                               "(send text_append false or leave it out)", "text_append_unsupported", "text_append")
         if speech.voice is not None and "ref_audio" not in speech.extra:
             await self.voices.resolve(speech)  # an uploaded voice must exist now, not fail every segment later
+        self.append_choice = choice
         self.speech = dataclasses.replace(speech, stream=True, stream_format="audio")
         self.session_fields, self.sample_rate = fields, rate
         await self.send({"type": "session.updated", "session": self._session_view()})
@@ -161,7 +169,13 @@ class StreamSession(SegmentSynthesis):
     def _session_view(self) -> dict[str, Any]:
         s = self.speech
         return {"model": s.model, "voice": s.voice, "response_format": s.response_format, "sample_rate": self.sample_rate,
-                "speed": s.speed, "instructions": s.instructions, "text_append": self.appending}
+                "speed": s.speed, "instructions": s.instructions,
+                "text_append": self.append_choice if self.append_choice is not None else self.can_append()}
+
+    def can_append(self) -> bool:
+        """Whether the model takes text while it generates (its entry stage has an append hook, reported at ready)."""
+        supports = getattr(self.runtime, "supports_append", None)
+        return bool(supports()) if callable(supports) else False
 
     def _held_chars(self) -> int:
         queued = sum(len(i.text) for i in self.queue if isinstance(i, Segment))
@@ -183,6 +197,10 @@ class StreamSession(SegmentSynthesis):
         self._enqueue(self.segmenter.feed(delta))
 
     async def _start_response(self) -> None:
+        appending = self.append_choice if self.append_choice is not None else self.can_append()
+        if appending != self.appending:  # between responses: nothing is held back
+            self.appending = appending
+            self.segmenter = WordPieces(self.limits.segments) if appending else TextSegmenter(self.limits.segments)
         self.response = Response(f"resp_{secrets.token_hex(8)}", time.perf_counter())
         self.next_index = 0
         await self.send({"type": "response.created", "response_id": self.response.id})
