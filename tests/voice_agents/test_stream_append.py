@@ -101,3 +101,19 @@ def test_a_model_that_cannot_append_says_so(espeak_server):
         send(ws, "session.update", session={"text_append": True})
         refused = receive(ws)
     assert refused["error"]["code"] == "text_append_unsupported"
+
+
+def test_words_after_the_model_ended_its_request_start_the_next_segment(qwen3_server):
+    """Seed 7: this checkpoint samples its end of speech after 11 frames, before the text ran out; what the client
+    sends after that is not lost but spoken by the utterance's next segment."""
+    with connect(qwen3_server, key=None) as ws:
+        _update(ws, seed=7)
+        send(ws, "input_text.delta", delta="Hello there my friend, how are")
+        first = until(ws, "segment.done")[-1]
+        send(ws, "input_text.delta", delta=" you today?")
+        send(ws, "input_text.done")
+        rest = until(ws, "response.done")
+    assert first["segment"] == 0
+    [second] = [m for m in rest if m["type"] == "segment.done"]
+    assert second["segment"] == 1 and second["text"].endswith("you today?")
+    assert rest[-1]["status"] == "completed" and rest[-1]["segments"] == 2

@@ -224,6 +224,16 @@ class StreamSession(SegmentSynthesis):
                 self._push(self.unit)
                 self.next_index += 1
 
+    def _request_ended(self, item: Segment) -> None:
+        """The running request ended with its input open: words it had not taken yet start the next segment."""
+        assert item.feed is not None
+        left, item.feed.queued = "".join(item.feed.queued), []
+        item.feed.close()
+        if self.unit is item:
+            self.unit = None
+            if left and item.response is self.response:
+                self._enqueue([left.lstrip()])
+
     def _close_unit(self) -> None:
         """True append: the running request's input is complete (a flush, the response's end, a full request)."""
         if self.unit is not None and self.unit.feed is not None:

@@ -179,6 +179,14 @@ class SegmentSynthesis:
         finally:
             response.failed += outcome == "failed"
             self.stream_metrics.segments.labels(model=model, outcome=outcome).inc()
+            if item.feed is not None and not item.feed.closed:
+                self._request_ended(item)
+
+    def _request_ended(self, item: Segment) -> None:
+        """A request whose input was still open ended (the model spoke its end, ``max_new_tokens``, a failure):
+        the reader starts a new segment for the words that follow."""
+        if item.feed is not None:
+            item.feed.close()
 
     async def _stream_audio(self, item: Segment, handle: Any, speech: SpeechRequest) -> float:
         """Send the request's audio as ``audio.delta`` messages (resampled, encoded); its seconds."""
