@@ -25,7 +25,8 @@ def qwen3_server(tmp_path_factory) -> Iterator[Server]:
 
     weights = write_checkpoint(tmp_path_factory.mktemp("qwen3_append") / "cv", "custom_voice")
     before = shm_segments()
-    server = start_server("--weights", str(weights), config=MODELS / "qwen3_tts_12hz" / "pipeline.yaml")
+    # a short body deadline: a WebSocket session must outlive it (the upgrade is not a body being sent)
+    server = start_server("--weights", str(weights), "--body-timeout", "1", config=MODELS / "qwen3_tts_12hz" / "pipeline.yaml")
     try:
         wait_healthy(server.url, timeout=120)
         yield server
@@ -117,3 +118,15 @@ def test_words_after_the_model_ended_its_request_start_the_next_segment(qwen3_se
     [second] = [m for m in rest if m["type"] == "segment.done"]
     assert second["segment"] == 1 and second["text"].endswith("you today?")
     assert rest[-1]["status"] == "completed" and rest[-1]["segments"] == 2
+
+
+def test_a_session_outlives_the_http_body_deadline(qwen3_server):
+    """The server runs with --body-timeout 1: a socket open for longer still speaks (the HTTP guard hands the
+    connection over at the upgrade instead of closing it as a body that never came)."""
+    with connect(qwen3_server, key=None) as ws:
+        _update(ws)
+        time.sleep(2.5)
+        for delta in TEXT:
+            send(ws, "input_text.delta", delta=delta)
+        send(ws, "input_text.done")
+        assert until(ws, "response.done")[-1]["status"] == "completed"
