@@ -10,8 +10,9 @@ contenders speak the same answer on the same socket, switched by the session's
 * **separate**: the answer is cut into clauses and sentences, one request each.
 
 Each is timed from its first text delta to its first audio, with the text sent all at once
-(3-character deltas back to back) and at a language model's pace (30 words per second), and
-to its last audio (``response.done``) at that pace; also the requests it took. Median and
+(3-character deltas back to back) and at a language model's pace (30 words per second); also
+the requests it took. (The time to the last audio is not compared: on a random checkpoint the
+two modes make audio of different lengths, so it would not be equal work.) Median and
 90th percentile over ``--runs`` answers after 2 warm-up answers. Run:
 ``nox -s bench_ws_append`` (``-- --runs 5 --weights DIR --device cuda``).
 """
@@ -36,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = ROOT / "packages" / "omni-models" / "src" / "omni_models" / "qwen3_tts_12hz" / "pipeline.yaml"
 ANSWER = ("Sure, the meeting is at three, in the small room on the second floor. "
           "Bring the slides from last week, and the numbers for the third quarter.")
-SESSION = {"voice": "vivian", "response_format": "pcm", "seed": 5, "max_new_tokens": 300}
+SESSION = {"voice": "vivian", "response_format": "pcm", "seed": 19, "max_new_tokens": 300}
+"""Seed 19: the tiny random checkpoint speaks the whole answer (its 140 tokens) in one request before it samples its end."""
 
 
 def tiny_checkpoint(directory: Path) -> Path:
@@ -109,7 +111,7 @@ def summary(values: list[float]) -> tuple[float, float]:
 async def measure(url: str, runs: int) -> dict[str, dict[str, tuple[float, float]]]:
     out = {}
     for mode, append in (("append", True), ("separate", False)):
-        samples: dict[str, list[float]] = {"burst": [], "paced": [], "done": [], "requests": []}
+        samples: dict[str, list[float]] = {"burst": [], "paced": [], "requests": []}
         async with websockets.connect(url.replace("http://", "ws://") + "/v1/audio/speech/stream", max_size=2**24) as ws:
             await ws.send(json.dumps({"type": "session.update", "session": {**SESSION, "text_append": append}}))
             updated = json.loads(await ws.recv())
@@ -117,9 +119,9 @@ async def measure(url: str, runs: int) -> dict[str, dict[str, tuple[float, float
                 raise SystemExit(f"session.update refused: {updated}")
             for index in range(runs + 2):
                 burst, _, _ = await answer(ws, None)
-                paced, done, requests = await answer(ws, 30.0)
+                paced, _, requests = await answer(ws, 30.0)
                 if index >= 2:
-                    for key, value in (("burst", burst), ("paced", paced), ("done", done), ("requests", requests)):
+                    for key, value in (("burst", burst), ("paced", paced), ("requests", requests)):
                         samples[key].append(value)
         out[mode] = {key: summary(values) for key, values in samples.items()}
     return out
@@ -147,13 +149,12 @@ def main() -> None:
     ms = lambda pair: f"{1000 * pair[0]:6.0f} / {1000 * pair[1]:4.0f}"  # noqa: E731
     what = "tiny random checkpoint" if args.weights is None else str(args.weights)
     print(f"\nms from the first delta (median / p90 over {args.runs} answers; {what}, device {args.device})\n")
-    print("| mode | first audio, text at once | first audio, 30 words/s | last audio, 30 words/s | requests per answer |")
-    print("|---|---|---|---|---|")
+    print("| mode | first audio, text at once | first audio, 30 words/s | requests per answer |")
+    print("|---|---|---|---|")
     for mode, row in r.items():
-        print(f"| {mode} | {ms(row['burst'])} | {ms(row['paced'])} | {ms(row['done'])} | {row['requests'][0]:.0f} |")
+        print(f"| {mode} | {ms(row['burst'])} | {ms(row['paced'])} | {row['requests'][0]:.0f} |")
     a, s = r["append"], r["separate"]
-    print(f"| ratio append/separate | {a['burst'][0] / s['burst'][0]:.2f} | {a['paced'][0] / s['paced'][0]:.2f} | "
-          f"{a['done'][0] / s['done'][0]:.2f} | |")
+    print(f"| ratio append/separate | {a['burst'][0] / s['burst'][0]:.2f} | {a['paced'][0] / s['paced'][0]:.2f} | |")
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ def _appended(pre, engine, variant: str, **extra) -> tuple[torch.Tensor, int]:
 def test_base_text_in_three_appends_makes_the_codes_of_the_whole_text(built, extra):
     pre, engine = built["base"]
     whole = "".join(PIECES)
-    assert pre.tokenizer.encode(whole) == sum((pre.tokenizer.encode(p) for p in PIECES), [])  # the same token sequence
+    assert pre.tokenizer.encode(whole) == [i for p in PIECES for i in pre.tokenizer.encode(p)]  # the same token sequence
     at_once = engine.collect(pre.prepare({"text": whole, **_fields("base", **extra)}), Ctx())
     appended, holds = _appended(pre, engine, "base", **extra)
     assert holds == 2  # the row waited for each piece
