@@ -130,3 +130,37 @@ def test_text_after_close_and_a_bad_flag_are_refused(built):
     text.close()
     with pytest.raises(InvalidRequest):
         text.extend([3], 1)
+
+
+def test_in_context_cloning_waits_for_the_text_its_prompt_holds_then_makes_the_same_codes(built):
+    """Base in-context cloning puts reference transcript + text over the reference frames: a first piece shorter than
+    that waits (no prefill) until enough text arrived. Reference frames made up here: the tiny checkpoint has no
+    codec encoder."""
+    import dataclasses
+
+    from omni_models.qwen3_tts_12hz.prompt import body_in_prompt
+    from omni_models.qwen3_tts_12hz.text import reference_text
+
+    pre, engine = built["base"]
+    ref_codes = torch.randint(0, 60, (6, 8), generator=torch.Generator().manual_seed(0))
+    ref_ids = tuple(pre.tokenizer.encode(reference_text("hi")))
+
+    def cloning(prepared):
+        return dataclasses.replace(prepared, inputs=dataclasses.replace(prepared.inputs, ref_codes=ref_codes, ref_ids=ref_ids))
+
+    fields = {"ref_audio": _wav(), "x_vector_only_mode": True, "max_new_tokens": 80, "seed": 11, "temperature": 0}
+    pieces = ("t", "he", " first clause of it, then a second one and the end.")
+    at_once = engine.collect(cloning(pre.prepare({"text": "".join(pieces), **fields})), Ctx())
+    prepared = cloning(pre.prepare({"text": pieces[0], "input_open": True, **fields}))
+    assert body_in_prompt(prepared.inputs) > 2  # the first two pieces do not fill the prompt
+    text = OpenText(body_ids(prepared.inputs), 1)
+    out: dict[str, torch.Tensor] = {}
+    worker = threading.Thread(target=lambda: out.__setitem__("codes", engine.collect(prepared, Ctx(), text)))
+    worker.start()
+    text.extend(pre.tokenizer.encode(pieces[1]), 2)
+    time.sleep(0.2)
+    assert len(engine.scheduler.batch) == 0  # still waiting for the prompt's text: no slot taken
+    text.extend(pre.tokenizer.encode(pieces[2]), len(pieces[2]))
+    text.close()
+    worker.join(60)
+    assert torch.equal(out["codes"], at_once)
