@@ -22,6 +22,7 @@ once (same seed): the engine test proves it. A request held open is bounded by i
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,9 @@ from .request import MAX_CHARS
 #: Appended pieces kept for requests whose preprocessing has not run yet (their entry payload is
 #: being prepared while the first pieces arrive), and ended requests remembered to drop late pieces.
 REMEMBERED = 1024
+#: An open request whose talker never took it (cancelled between preprocessing and the engine) is
+#: forgotten after this long, as an unclaimed prepared request is (``handoff.PREPARED_TTL_S``).
+UNCLAIMED_TTL_S = 600.0
 
 
 class OpenText:
@@ -116,13 +120,19 @@ class OpenTexts:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.open: dict[str, OpenText] = {}
+        self.unclaimed: OrderedDict[str, float] = OrderedDict()
+        """Open requests the talker has not taken yet, with when they were registered."""
         self.early: OrderedDict[str, list[tuple[list[int], int, bool]]] = OrderedDict()
         self.ended: OrderedDict[str, None] = OrderedDict()
 
     def register(self, rid: str, text: OpenText) -> None:
         """Preprocessing: ``rid``'s input is open; pieces that came first are applied now, in order."""
         with self._lock:  # held while applying: a piece arriving now waits for the earlier ones
+            now = time.monotonic()
+            while self.unclaimed and next(iter(self.unclaimed.values())) < now - UNCLAIMED_TTL_S:
+                self.open.pop(self.unclaimed.popitem(last=False)[0], None)
             self.open[rid] = text
+            self.unclaimed[rid] = now
             for ids, chars, final in self.early.pop(rid, []):
                 self._apply(text, ids, chars, final)
 
@@ -154,11 +164,13 @@ class OpenTexts:
 
     def take(self, rid: str) -> OpenText | None:
         with self._lock:
+            self.unclaimed.pop(rid, None)
             return self.open.get(rid)
 
     def end(self, rid: str) -> None:
         with self._lock:
             text = self.open.pop(rid, None)
+            self.unclaimed.pop(rid, None)
             self.early.pop(rid, None)
             self.ended[rid] = None
             while len(self.ended) > REMEMBERED:

@@ -153,6 +153,8 @@ class SegmentSynthesis:
             failure = exc if isinstance(exc, APIError) else runtime_error(exc) if isinstance(exc, RequestFailed) else unavailable()
             response.failed += 1
             self.stream_metrics.segments.labels(model=model, outcome="failed").inc()
+            if item.feed is not None and not item.feed.closed:
+                self._request_ended(item)  # the words that follow try a request of their own
             await self.error(failure, **where)
             if failure.status == 503:  # the server is draining or the pipeline is down: the rest of the answer fails as one
                 await self._abandon(response)
