@@ -164,3 +164,26 @@ def test_in_context_cloning_waits_for_the_text_its_prompt_holds_then_makes_the_s
     text.close()
     worker.join(60)
     assert torch.equal(out["codes"], at_once)
+
+
+def test_a_row_waiting_for_text_hands_over_every_frame_it_made(built):
+    """Streamed in chunks of 4, then 12 frames: a held row's partial chunk goes out while it waits, so the listener
+    hears every word the request was given so far."""
+    pre, engine = built["custom_voice"]
+    prepared = pre.prepare({"text": PIECES[0], "input_open": True, **_fields("custom_voice", temperature=0)})
+    text = OpenText(body_ids(prepared.inputs), len(PIECES[0]))
+    stream = engine.submit(prepared, Ctx(), open_text=text)
+    got: list[int] = []
+    reader = threading.Thread(target=lambda: [got.append(chunk.shape[1]) for chunk in stream.chunks()], daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not _held(engine) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        made = engine.scheduler.batch.order[0].step
+        deadline = time.monotonic() + 5
+        while sum(got) < made and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sum(got) == made and made > 4
+    finally:
+        stream.cancel()

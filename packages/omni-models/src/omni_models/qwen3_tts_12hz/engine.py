@@ -8,8 +8,8 @@ request at a time and every row steps (the scheduler checks for both).
 
 A request whose input is open (``append.py``) waits, before its prompt is built, until the
 prompt's text arrived (one body token; in-context cloning: as many as the reference frames
-leave room for) or its input closed; once running, its row is held while it waits for text, and
-when every row is held the scheduler thread sleeps until a piece arrives (or ``HOLD_POLL_S``,
+leave room for) or its input closed; once running, its row is held while it waits for text (the
+frames it made so far go out as a partial chunk), and when every row is held the scheduler thread sleeps until a piece arrives (or ``HOLD_POLL_S``,
 to notice cancellations and deadlines).
 """
 
@@ -44,12 +44,24 @@ class TalkerScheduler(StepScheduler):
             self._cond.notify()
 
     def _step(self) -> None:
-        if self.batch and not self.batch.ready_rows():  # every row waits for appended text
+        ready = self.batch.ready_rows()
+        if len(ready) < len(self.batch):
+            self._hand_over_held(ready)
+        if self.batch and not ready:  # every row waits for appended text
             with self._cond:
                 if not self._waiting and not self._closed:
                     self._cond.wait(HOLD_POLL_S)
             return
         super()._step()
+
+    def _hand_over_held(self, ready: list[Any]) -> None:
+        """A row waiting for text hands over the frames it made so far (a partial chunk): the listener hears
+        every word it was given now, not when the next words complete the chunk."""
+        stepping = {id(row) for row in ready}
+        for row in self.batch.order:
+            stream = row.owner
+            if id(row) not in stepping and stream._held:
+                stream._hand_over()
 
 
 class TalkerEngine:
