@@ -93,6 +93,11 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
                     return
             in_body = self._body_started is not None
             super().data_received(data)
+            if self.transport.get_protocol() is not self:
+                # upgraded to a WebSocket: its protocol owns the connection from now on (h11 still sees the
+                # upgrade request's body as pending, and a body deadline would close the socket mid-session)
+                self._disarm_deadline()
+                return
             state = self.conn.their_state
             if state is h11.SEND_BODY:
                 if in_body:
