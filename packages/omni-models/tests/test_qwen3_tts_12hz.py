@@ -220,7 +220,8 @@ def test_streaming_vocoder_emits_the_audio_of_every_frame(checkpoints, built):
             audio.append(chunk["audio"])
 
     vocoder._stream(iter(sent), Sink())
-    assert [c["codes"].shape[1] for c in sent][:2] == [4, 12]
+    sizes = [c["codes"].shape[1] for c in sent]
+    assert len(sizes) > 1 and sum(sizes) == frames  # chunk sizes follow the playback clock (timing), the frames do not
     assert sum(a.shape[-1] for a in audio) == frames * 1920
 
 
