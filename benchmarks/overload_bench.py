@@ -7,8 +7,11 @@ What a user runs: ``omni serve`` with the espeak reference pipeline split over f
 1. the client's own ceiling: the same open-loop client (``--clients`` processes, a fresh connection
    per request, raw sockets) against ``http_client.TrivialServer`` (answers at once), at the
    overload's rate and as fast as it can: what the client itself adds to every latency below;
-2. baseline: ``--concurrency`` closed-loop requests, no overload: the sustainable rate and the
-   admitted latency;
+2. baseline: ``--concurrency`` closed-loop requests (default: ``--max-inflight``, the most the
+   server admits), no overload: the sustainable rate and the admitted latency at the bound. An
+   admitted request under overload shares the server with ``--max-inflight`` others, so this is
+   the latency it should keep (a baseline at a lower concurrency would show Little's law, not
+   the overload);
 3. overload: an open loop at ``--factor`` x that rate for ``--duration`` s from ``--clients``
    processes (each at most ``--outstanding / --clients`` requests open; one due while full is
    counted as not sent).
@@ -48,6 +51,8 @@ SPLIT = [
 ]
 TEXT = "The quick brown fox jumps over the lazy dog."
 TIMEOUT_S = 60.0
+REFUSAL_TOTAL = 'omni_overload_refusal_seconds{part="total"}'
+REFUSAL_QUEUED = 'omni_overload_refusal_seconds{part="queued"}'
 
 
 # ---- the client (runs in its own processes) ----
@@ -55,7 +60,7 @@ TIMEOUT_S = 60.0
 def _request_bytes(host: str) -> bytes:
     body = json.dumps({"model": MODEL, "input": TEXT, "voice": "alloy", "response_format": "pcm"}).encode()
     return (f"POST /v1/audio/speech HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body  # one request per connection: the client closes after the answer
 
 
 async def _one(host: str, port: int, request: bytes) -> tuple[float, float, int]:
@@ -175,9 +180,12 @@ def samples(text: str, name: str) -> dict[str, float]:
 
 def bucket_quantile(before: str, after: str, name: str, q: float) -> str:
     """The q-quantile's bucket upper bound of histogram ``name`` over the run (after - before)."""
+    base, _, selector = name.partition("{")
+    selector = selector.rstrip("}")
+
     def buckets(text: str) -> dict[float, float]:
-        return {float("inf") if le == "+Inf" else float(le): v for key, v in samples(text, f"{name}_bucket").items()
-                for le in re.findall(r'le="([^"]+)"', key)}
+        return {float("inf") if le == "+Inf" else float(le): v for key, v in samples(text, f"{base}_bucket").items()
+                if selector in key for le in re.findall(r'le="([^"]+)"', key)}
 
     b0, b1 = buckets(before), buckets(after)
     counts = sorted((le, b1[le] - b0.get(le, 0.0)) for le in b1)
@@ -226,12 +234,14 @@ def run(args: argparse.Namespace) -> int:
             flat_out, _ = drive(trivial.url, "closed", 0, args.ceiling_seconds, args.outstanding, args.clients)
         ceiling = sum(1 for *_, st in flat_out if st == 200) / args.ceiling_seconds
         floor_s = [e - s for s, e, st in floor if st == 200]
+        floor_rate = len(floor_s) / max(1e-9, max(e for _, e, _ in floor) - min(s for s, _, _ in floor)) if floor else 0.0
 
         before = scrape(url)
         load_before = os.getloadavg()[0]
         wall0 = time.monotonic()
         over, skipped = drive(url, "open", offered, args.duration, args.outstanding, args.clients)
         wall = time.monotonic() - wall0
+        answered = len(over) / max(1e-9, max(e for _, e, _ in over) - min(s for s, _, _ in over)) if over else 0.0
         after = scrape(url)
         load_after = os.getloadavg()[0]
     finally:
@@ -247,12 +257,13 @@ def run(args: argparse.Namespace) -> int:
         ("server", f"omni serve {MODEL}, 5 workers, --max-inflight {args.max_inflight} {' '.join(args.server_arg)}".rstrip()),
         ("baseline (closed loop)", f"concurrency {args.concurrency}: {rate:.1f} req/s; admitted p50 {ms(base_ok, .5)}, p99 {ms(base_ok, .99)}"),
         ("client ceiling", f"{args.clients} processes, trivial server: {ceiling:.0f} req/s flat out; at the offered {offered:.0f} req/s "
-                           f"p50 {ms(floor_s, .5)}, p99 {ms(floor_s, .99)} ({floor_skipped} not sent)"),
+                           f"{floor_rate:.0f} req/s answered, p50 {ms(floor_s, .5)}, p99 {ms(floor_s, .99)} ({floor_skipped} not sent)"),
         ("offered / ceiling", f"{offered:.0f} req/s = {offered / max(ceiling, 1e-9):.0%} of the client's ceiling"),
         (f"overload {args.factor:g}x, {args.duration:g} s", f"{len(over)} sent ({skipped} due while {args.outstanding} were open: not sent): "
-                                                             f"{len(admitted)} ok, {len(refused)} got 429, {other} other"),
+                                                             f"{len(admitted)} ok, {len(refused)} got 429, {other} other; {answered:.0f} req/s answered"),
         ("429, client-observed", f"p50 {ms(refused, .5)}, p99 {ms(refused, .99)}"),
-        ("429, server head -> 429", f"p50 {q('omni_overload_refusal_seconds', .5)}, p99 {q('omni_overload_refusal_seconds', .99)}"),
+        ("429, server head -> 429", f"p50 {q(REFUSAL_TOTAL, .5)}, p99 {q(REFUSAL_TOTAL, .99)}"),
+        ("  of it queued on the loop", f"p50 {q(REFUSAL_QUEUED, .5)}, p99 {q(REFUSAL_QUEUED, .99)}"),
         ("event-loop lag (50 ms timer)", f"p50 {q('omni_event_loop_lag_seconds', .5)}, p99 {q('omni_event_loop_lag_seconds', .99)}"),
         ("admitted: baseline -> overload", f"p50 {ms(base_ok, .5)} -> {ms(admitted, .5)} ({pct(admitted, .5) / pct(base_ok, .5):.2f}x), "
                                            f"p99 {ms(base_ok, .99)} -> {ms(admitted, .99)} ({pct(admitted, .99) / pct(base_ok, .99):.2f}x)"),
@@ -275,13 +286,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--factor", type=float, default=10.0, help="overload rate as a multiple of the baseline rate (default: %(default)s)")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of overload (default: %(default)s)")
     parser.add_argument("--baseline", type=float, default=10.0, help="seconds of baseline load (default: %(default)s)")
-    parser.add_argument("--concurrency", type=int, default=4, help="closed-loop baseline requests (default: %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=None, help="closed-loop baseline requests (default: --max-inflight)")
     parser.add_argument("--clients", type=int, default=4, help="client processes (default: %(default)s)")
     parser.add_argument("--outstanding", type=int, default=256, help="most overload requests open at once, all clients (default: %(default)s)")
     parser.add_argument("--max-inflight", type=int, default=16, help="the server's --max-inflight (default: %(default)s)")
     parser.add_argument("--ceiling-seconds", type=float, default=4.0, help="seconds for each client-ceiling run (default: %(default)s)")
     parser.add_argument("--server-arg", action="append", default=[], help="extra omni serve argument, repeatable (--server-arg=--flag=value)")
-    return run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    args.concurrency = args.concurrency or args.max_inflight
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@ runtime's own bound (the same number) refuses those.
 
 A refusal is timed from the moment its head came off the socket (stamped by the
 connection protocol, :data:`.guard.HEAD_AT`) to the moment its 429 was handed to
-the socket: ``omni_overload_refusal_seconds``, the server's own share of what a
-refused client waits (the rest is the client and the kernel).
+the socket: ``omni_overload_refusal_seconds{part="total"}``, the server's own share
+of what a refused client waits (the rest is the client and the kernel); its
+``part="queued"`` is the time until this gate first ran (the event loop busy
+with other work, or the process waiting for a CPU).
 
 A request without the server's API key is passed on untouched (the app answers
 401 and takes no slot), so a refusal never tells an unauthenticated client more
@@ -59,8 +61,9 @@ class AdmissionGate:
             from prometheus_client import Histogram
 
             self.refusal_seconds = Histogram(
-                "omni_overload_refusal_seconds", "From a refused request's head arriving to its 429 handed to the socket (--max-inflight).",
-                buckets=REFUSAL_BUCKETS, registry=metrics.registry,
+                "omni_overload_refusal_seconds",
+                "A refused request (--max-inflight): total, from its head off the socket to its 429 handed to the socket; queued, until the gate ran.",
+                ["part"], buckets=REFUSAL_BUCKETS, registry=metrics.registry,
             )
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -68,7 +71,7 @@ class AdmissionGate:
             await self.app(scope, receive, send)
             return
         if self.inflight >= self.limit and self._authorized(scope):
-            await self._refuse(scope, send)
+            await self._refuse(scope, send, time.perf_counter())
             return
         taken = False
 
@@ -100,8 +103,8 @@ class AdmissionGate:
         given = next((value for name, value in scope.get("headers", ()) if name == b"authorization"), b"")
         return hmac.compare_digest(given, self._expected)
 
-    async def _refuse(self, scope: Any, send: Any) -> None:
-        started = scope.get("extensions", {}).get(HEAD_AT) or time.perf_counter()
+    async def _refuse(self, scope: Any, send: Any, reached: float) -> None:
+        started = scope.get("extensions", {}).get(HEAD_AT) or reached
         request_id = next((value for name, value in scope.get("headers", ()) if name == b"x-request-id"), b"")
         if not request_id or len(request_id) > 128 or not request_id.isascii() or b" " in request_id:
             request_id = uuid.uuid4().hex.encode()
@@ -117,6 +120,7 @@ class AdmissionGate:
         if self.metrics is not None:
             self.metrics.observe_request(self.path, 429, took)
         if self.refusal_seconds is not None:
-            self.refusal_seconds.observe(took)
+            self.refusal_seconds.labels(part="total").observe(took)
+            self.refusal_seconds.labels(part="queued").observe(reached - started)
         access_log.info("POST %s 429 %.3fs model=- chars=- audio_s=- error=overloaded", self.path, took,
                         extra={"status": 429, "request_id": request_id.decode("ascii", "replace")})
