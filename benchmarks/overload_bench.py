@@ -203,6 +203,17 @@ def cpu(text: str) -> tuple[float, float]:
     return sum(samples(text, "process_cpu_seconds_total").values()), sum(samples(text, "omni_worker_cpu_seconds_total").values())
 
 
+def tcp_counters() -> dict[str, int]:
+    """Machine-wide TCP counters (Linux): a full listen queue drops a handshake, and the client's
+    retransmission after 1 s shows as a one-second latency no server-side timer can see."""
+    try:
+        lines = [line.split() for line in Path("/proc/net/netstat").read_text().splitlines() if line.startswith("TcpExt:")]
+    except OSError:
+        return {}
+    values = dict(zip(lines[0][1:], (int(v) for v in lines[1][1:]))) if len(lines) >= 2 else {}
+    return {k: values.get(k, 0) for k in ("ListenOverflows", "TCPSynRetrans")}
+
+
 # ---- the run ----
 
 def pct(values: list[float], q: float) -> float:
@@ -238,11 +249,13 @@ def run(args: argparse.Namespace) -> int:
 
         before = scrape(url)
         load_before = os.getloadavg()[0]
+        tcp_before = tcp_counters()
         wall0 = time.monotonic()
         over, skipped = drive(url, "open", offered, args.duration, args.outstanding, args.clients)
         wall = time.monotonic() - wall0
         answered = len(over) / max(1e-9, max(e for _, e, _ in over) - min(s for s, _, _ in over)) if over else 0.0
         after = scrape(url)
+        tcp_after = tcp_counters()
         load_after = os.getloadavg()[0]
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -269,6 +282,7 @@ def run(args: argparse.Namespace) -> int:
                                            f"p99 {ms(base_ok, .99)} -> {ms(admitted, .99)} ({pct(admitted, .99) / pct(base_ok, .99):.2f}x)"),
         ("CPU during overload", f"server process {(p1 - p0) / wall:.2f} cores, workers {(w1 - w0) / wall:.2f} cores "
                                 f"(machine: {os.cpu_count()} cores)"),
+        ("TCP during overload (machine)", ", ".join(f"{k} +{tcp_after[k] - tcp_before.get(k, 0)}" for k in tcp_after) or "-"),
         ("load average (1 min)", f"{load_before:.2f} before -> {load_after:.2f} after"),
     ]
     width = max(len(k) for k, _ in rows)
