@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import subprocess
@@ -131,6 +132,8 @@ class LocalBackend(Backend):
             raise ValueError(f"worker_nice must be 0 to 19, got {worker_nice}")
         self.workers: list[LocalWorker] = []
         nice = shutil.which("nice") if worker_nice else None
+        if worker_nice and nice is None:
+            logging.getLogger("omni.runtime").warning("worker_nice %d: no `nice` program on PATH, workers run at the parent's CPU priority", worker_nice)
         # `nice` execs the worker (same pid), so every thread it starts inherits the priority
         self._command = [*([nice, "-n", str(worker_nice)] if nice else []), sys.executable, "-m", "omni_runtime.worker"]
 
