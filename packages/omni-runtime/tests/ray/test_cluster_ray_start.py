@@ -156,3 +156,23 @@ def test_synthesize_serves_a_request_across_both_nodes(two_nodes, tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     with wave.open(str(tmp_path / "out.wav")) as wav:
         assert wav.getnframes() > wav.getframerate() // 2  # over half a second of speech
+
+
+def test_omni_with_a_wrong_token_is_one_error_line(two_nodes, tmp_path):
+    wrong = {**two_nodes["env"], "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    result = _omni(wrong, "topology", "--backend", "ray", "--ray-address", two_nodes["address"], cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: --ray-address {two_nodes['address']}: the Ray cluster there refused this process's "
+                      "authentication token (RAY_AUTH_MODE=token)"], result.stderr[-3000:]
+    assert "RAY_AUTH_TOKEN" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_instances_asking_together_for_more_than_a_node_offers_fail_at_startup(two_nodes, tmp_path):
+    """node_b offers 4 units: two instances asking 3 each never both fit; said at once, not after --startup-timeout."""
+    crowded = PLACEMENT[:6] + [
+        "--processes.front.ray.resources.node_b", "3", "--processes.engine.ray.resources.node_b", "3"]
+    result = _omni(two_nodes["env"], "topology", "--backend", "ray", "--ray-address", two_nodes["address"], *crowded, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "instances front, engine need node_b: 6 together, the cluster offers 4" in result.stderr, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
