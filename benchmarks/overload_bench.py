@@ -41,15 +41,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-MODEL = "omni/espeak"
-SPLIT = [
-    "--stages.preprocessing.process", "front",
-    "--stages.tts_engine.process", "engine",
-    "--stages.vocoder.process", "vocoder",
-    "--processes.engine.num_replicas", "2",
-    "--processes.vocoder.num_replicas", "2",
-]
-TEXT = "The quick brown fox jumps over the lazy dog."
+sys.path.insert(0, str(HERE))
+from chaos_bench import MODEL, SPLIT, TEXT, paced  # noqa: E402  (the same split topology and request as the chaos benchmark)
+
 TIMEOUT_S = 60.0
 REFUSAL_TOTAL = 'omni_overload_refusal_seconds{part="total"}'
 REFUSAL_QUEUED = 'omni_overload_refusal_seconds{part="queued"}'
@@ -98,25 +92,7 @@ async def _client(url: str, mode: str, rate: float, seconds: float, outstanding:
 
         await asyncio.gather(*(user() for _ in range(outstanding)))
     else:
-        tasks, open_now, due = [], [0], 0
-
-        async def tracked() -> None:
-            open_now[0] += 1
-            try:
-                results.append(await _one(host, int(port), request))
-            finally:
-                open_now[0] -= 1
-
-        while time.monotonic() - began < seconds:
-            delay = began + due / rate - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            due += 1
-            if open_now[0] >= outstanding:
-                skipped += 1
-                continue
-            tasks.append(asyncio.ensure_future(tracked()))
-        await asyncio.gather(*tasks)
+        results, skipped = await paced(rate, seconds, outstanding, lambda: _one(host, int(port), request))
     return {"results": results, "skipped": skipped}
 
 
