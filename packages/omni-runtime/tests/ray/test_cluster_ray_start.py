@@ -117,7 +117,9 @@ def two_nodes():
             started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
             if started.returncode != 0:  # e.g. a sandbox that forbids Ray's ports: a reason, never a silent pass
                 why = f"{' '.join(command[1:3])} cannot run here (exit {started.returncode}):\n{started.stdout[-2000:]}\n{started.stderr[-3000:]}"
-                pytest.fail(why) if os.environ.get("OMNI_REQUIRE_RAY") else pytest.skip(why)
+                if os.environ.get("OMNI_REQUIRE_RAY"):
+                    pytest.fail(why)
+                pytest.skip(why)
         yield {"address": f"127.0.0.1:{gcs}", "env": env, "token": token}
     finally:
         _stop(run)
@@ -171,8 +173,7 @@ def test_omni_with_a_wrong_token_is_one_error_line(two_nodes, tmp_path):
 
 def test_instances_asking_together_for_more_than_a_node_offers_fail_at_startup(two_nodes, tmp_path):
     """node_b offers 4 units: two instances asking 3 each never both fit; said at once, not after --startup-timeout."""
-    crowded = PLACEMENT[:6] + [
-        "--processes.front.ray.resources.node_b", "3", "--processes.engine.ray.resources.node_b", "3"]
+    crowded = [*PLACEMENT[:6], "--processes.front.ray.resources.node_b", "3", "--processes.engine.ray.resources.node_b", "3"]
     result = _omni(two_nodes["env"], "topology", "--backend", "ray", "--ray-address", two_nodes["address"], *crowded, cwd=tmp_path)
     assert result.returncode != 0
     assert "instances front, engine need node_b: 6 together, the cluster offers 4" in result.stderr, result.stderr[-3000:]
