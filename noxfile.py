@@ -165,6 +165,14 @@ def bench_voice(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_ws_append(session: nox.Session) -> None:
+    """Qwen3-TTS 12 Hz on the WebSocket: true append (one request per answer) vs separate segments, time to first audio."""
+    _install(session, "omni-models", extras="")
+    _install(session, "omni-runtime")
+    session.run("python", "benchmarks/ws_append_bench.py", *session.posargs)
+
+
+@nox.session
 def browser(session: nox.Session) -> None:
     """omni serve's topology page in Debian's headless Chromium (apt: chromium, chromium-driver; .ci/run installs them)."""
     import os

@@ -6,6 +6,10 @@ answer after its first audio (what an agent does when the user starts talking).
 
     omni serve &                                  # the espeak pipeline on 127.0.0.1:8000
     python examples/voice_agent_ws.py --out /tmp/answers
+
+Against a Qwen3-TTS 12 Hz checkpoint (``omni serve --model Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice
+--weights DIR``, then ``--voice vivian``) the server appends each answer's words to one running
+request (``text_append`` in ``session.updated``): one segment per answer instead of one per clause.
 """
 
 from __future__ import annotations
@@ -77,7 +81,11 @@ async def main() -> None:
     async with websockets.connect(args.url, additional_headers=headers, max_size=2**22) as ws:
         session = {"response_format": "pcm", "sample_rate": rate, **({"voice": args.voice} if args.voice else {})}
         await ws.send(json.dumps({"type": "session.update", "session": session}))
-        print(json.loads(await ws.recv()))
+        updated = json.loads(await ws.recv())
+        print(updated)
+        if updated.get("type") == "session.updated":
+            how = "appended to one running request" if updated["session"].get("text_append") else "synthesised as separate segments"
+            print(f"this model's answers are {how}")
         for index, text in enumerate(ANSWERS):
             print(f"answer {index}: {text}")
             await answer(ws, text, args.out / f"answer-{index}.wav", args.barge_in and index == 1, rate)

@@ -119,7 +119,7 @@ def test_generation_matches_the_reference_alone_and_in_a_batch_of_8(model):
         codes, first = _reference(written, data)
         expected.append(codes)
         prompt = engine.batch.prompt(stages.prompt_ids(data, data["ref_codes"]), data["ref_codes"])
-        hidden = engine.batch.model.run(prompt, torch.arange(prompt.shape[1]), _NoCacheAttend(), invariant=False)[0, -1]
+        hidden = engine.batch.model.run(prompt, torch.arange(prompt.shape[1]), _NoCacheAttend().attend, invariant=False)[0, -1]
         worst_logits = max(worst_logits, float((engine.batch.model.audio_logits(hidden[None])[0] - first).abs().max()))
     alone = []
     for data in prepared:

@@ -7,8 +7,10 @@ import io
 import wave
 
 import pytest
+import torch
 
 from omni_models.common.audio import reference_audio
+from omni_models.higgs_tts_real.stages import reference_wave
 from omni_runtime.errors import InvalidRequest
 
 
@@ -37,3 +39,21 @@ def test_malformed_wav_bytes_are_an_invalid_request_naming_ref_audio(data):
 
 def test_a_real_recording_is_resampled():
     assert reference_audio({"ref_audio": _wav()}, 24000).shape == (2400,)
+
+
+@pytest.mark.parametrize(
+    ("data", "param"),
+    [
+        ({"ref_audio": torch.zeros(2400)}, "ref_sample_rate"),
+        ({"ref_audio": torch.zeros(2400), "ref_sample_rate": 0}, "ref_sample_rate"),
+        ({"ref_audio": torch.zeros(1, 1, 2400), "ref_sample_rate": 24000}, "ref_audio"),
+        ({"ref_audio": "not audio"}, "ref_audio"),
+    ],
+    ids=["tensor without rate", "rate 0", "3-d tensor", "a string"],
+)
+@pytest.mark.parametrize("read", [reference_audio, reference_wave], ids=["shared", "higgs"])
+def test_a_malformed_tensor_reference_is_an_invalid_request_naming_the_field(read, data, param):
+    """Every model reads ``ref_audio`` through one check, so each gives the client the same 400."""
+    with pytest.raises(InvalidRequest) as caught:
+        read(data, 24000)
+    assert caught.value.param == param

@@ -29,6 +29,7 @@ TERM = "term"  # worker -> parent: this worker received SIGTERM; the parent deci
 PEER_DIED = "peer_died"  # parent -> workers: instance SRC died; reclaim what was sent to it
 HEARTBEAT = "heartbeat"  # worker -> parent: this worker's event loop still turns (sent every heartbeat_interval)
 PEERS = "peers"  # parent -> worker: where every process of the run listens (node and TCP address; a cluster backend)
+APPEND = "append"  # parent -> the entry stage's process: more input for a running request (its stage's append hook)
 
 # header keys ---------------------------------------------------------------
 KIND = "k"
@@ -45,6 +46,7 @@ COUNT = "n"  # credits returned
 OUTPUT = "@out"
 """Stage name of the edge from a terminal stage to the parent (for credits on streamed output)."""
 PARAM = "q"  # error: the request field a stage rejected (InvalidRequest); absent for stage failures
+FINAL = "z"  # append: the request's input is complete after this piece
 
 
 def header(kind: str, rid: str = "", stage: str = "", src: str = "", binding: dict[str, int] | None = None,

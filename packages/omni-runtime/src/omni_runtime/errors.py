@@ -155,3 +155,17 @@ class Overloaded(RequestFailed):
 
 class RuntimeNotRunning(RuntimeFailure):
     """``submit`` was called before ``start`` or after ``shutdown`` began."""
+
+
+class AppendRefused(RuntimeFailure):
+    """``RequestHandle.append`` could not add input to the request; nothing was sent.
+
+    ``reason``: ``not_supported`` (the model's entry stage has no ``append`` hook: send the
+    whole input in one request), ``finished`` (the request already ended) or ``input_closed``
+    (``append(..., final=True)`` or ``close_input()`` was called before).
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason

@@ -134,9 +134,14 @@ def _omni(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedPro
 
 def test_ray_status_needs_the_token(two_nodes):
     env = two_nodes["env"]
-    status = subprocess.run(["ray", "status", "--address", two_nodes["address"]], env=env, capture_output=True, text=True, timeout=120)
-    assert status.returncode == 0, status.stderr[-3000:]
-    assert "node_a" in status.stdout and "node_b" in status.stdout
+    deadline = time.monotonic() + 60  # `ray status` shows the autoscaler's view, refreshed every few seconds
+    while True:
+        status = subprocess.run(["ray", "status", "--address", two_nodes["address"]], env=env, capture_output=True, text=True, timeout=120)
+        assert status.returncode == 0, status.stderr[-3000:]
+        if ("node_a" in status.stdout and "node_b" in status.stdout) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert "node_a" in status.stdout and "node_b" in status.stdout, status.stdout
     wrong = {**env, "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     refused = subprocess.run(["ray", "status", "--address", two_nodes["address"]], env=wrong, capture_output=True, text=True, timeout=120)
     assert refused.returncode != 0

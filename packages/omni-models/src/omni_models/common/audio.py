@@ -59,8 +59,10 @@ def _decode_wav(data: bytes) -> tuple[torch.Tensor, int]:
     return samples.view(-1, channels).T.contiguous(), rate
 
 
-def reference_audio(data: dict[str, Any], target_rate: int) -> torch.Tensor | None:
-    """The request's reference recording as mono float32 ``[samples]`` at ``target_rate``, or None."""
+def reference_recording(data: dict[str, Any]) -> tuple[torch.Tensor, int] | None:
+    """The request's ``ref_audio`` checked and decoded: float32 ``[channels, samples]`` and its rate,
+    or None without one. Every model reads the field through this (how it then mixes, resamples
+    and scales is the model's own); a malformed one is an ``InvalidRequest`` naming the field."""
     raw = data.get("ref_audio")
     if raw is None:
         return None
@@ -69,20 +71,30 @@ def reference_audio(data: dict[str, Any], target_rate: int) -> torch.Tensor | No
     elif isinstance(raw, torch.Tensor):
         rate = data.get("ref_sample_rate")
         if isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0:
-            raise ValueError(f"ref_sample_rate must be a positive integer with a tensor ref_audio, got {rate!r}")
+            raise InvalidRequest(f"ref_sample_rate must be a positive integer with a tensor ref_audio, got {rate!r}", param="ref_sample_rate")
         audio = raw.detach().to(torch.float32, copy=True).cpu()
         if audio.dim() == 1:
             audio = audio[None]
         if audio.dim() != 2:
-            raise ValueError(f"ref_audio must be [samples] or [channels, samples], got shape {tuple(raw.shape)}")
+            raise InvalidRequest(f"ref_audio must be [samples] or [channels, samples], got shape {tuple(raw.shape)}", param="ref_audio")
     else:
-        raise ValueError(f"ref_audio must be a float tensor or WAV bytes, got {type(raw).__name__}")  # noqa: TRY004 - a request field: reported like every other user error
+        raise InvalidRequest(f"ref_audio must be a float tensor or WAV bytes, got {type(raw).__name__}", param="ref_audio")
     if audio.shape[-1] == 0:
         raise InvalidRequest("ref_audio is empty; send at least a fraction of a second of speech", param="ref_audio")
     if audio.shape[-1] / rate > MAX_REFERENCE_SECONDS:
         raise InvalidRequest(f"ref_audio is {audio.shape[-1] / rate:.1f} s long; the limit is {MAX_REFERENCE_SECONDS:.0f} s", param="ref_audio")
     if not torch.isfinite(audio).all():
         raise InvalidRequest("ref_audio contains NaN or infinite samples", param="ref_audio")
+    return audio, rate
+
+
+def reference_audio(data: dict[str, Any], target_rate: int) -> torch.Tensor | None:
+    """The request's reference recording as mono float32 ``[samples]`` at ``target_rate`` (linear
+    resampling), peak-normalised, or None."""
+    recording = reference_recording(data)
+    if recording is None:
+        return None
+    audio, rate = recording
     mono = resample(audio.mean(dim=0, keepdim=True), rate, target_rate)[0]
     peak = mono.abs().max()
     return mono * (0.95 / peak) if peak > 0 else mono

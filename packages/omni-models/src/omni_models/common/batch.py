@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -140,12 +140,20 @@ class PackedPrefill:
         return torch.cat(out)
 
 
+class RowState(Protocol):
+    """A request's per-step state: takes the sampled codes, gives back (the aligned frame they
+    complete or None, finished, the codes to feed back). ``FrameState`` for the catalog's layouts;
+    a model with its own end-of-audio rule (Higgs-TTS) brings its own."""
+
+    def accept(self, codes: list[int]) -> tuple[list[int] | None, bool, list[int]]: ...
+
+
 @dataclass(eq=False)
 class Row:
     """One running request: its layout state, sampler, cache slot and last hidden state."""
 
     owner: Any
-    state: FrameState
+    state: RowState
     params: SamplingParams
     noise: GumbelNoise
     span: int
@@ -162,7 +170,60 @@ class StepResult:
     finished: bool
 
 
-class DecodeBatch:
+class SpanBatch:
+    """The slot bookkeeping of a batch over span pools: one ``KVPool`` per span, the running rows
+    by owner, leaving (the slot refilled by its pool's last row), the rows of a step in a fixed
+    order, and a step's sampled codes turned into results. ``DecodeBatch`` and the real Higgs-TTS
+    batch (``omni_models.higgs_tts_real.engine``) are this plus their model's step."""
+
+    def __init__(self, new_pool: Callable[[int], KVPool]):
+        self.new_pool = new_pool
+        self.pools: dict[int, KVPool] = {}
+        self.rows: dict[Any, Row] = {}
+
+    def _slot(self, row: Row) -> KVCache:
+        """Give ``row`` a slot in the pool of its span (created on first use); a cache over it."""
+        pool = self.pools.get(row.span)
+        if pool is None:
+            pool = self.pools[row.span] = self.new_pool(row.span)
+        return pool.add(row)
+
+    def leave(self, owner: Any) -> None:
+        row = self.rows.pop(owner, None)
+        if row is not None and row.pool is not None:
+            row.pool.remove(row)
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.pools.clear()
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def _ordered(self, only: Any = None) -> tuple[list[tuple[KVPool, list[Row]]], list[Row]]:
+        """Pools with the rows that step (``only``: a set of owners; None: everyone), in a fixed order."""
+        pools = []
+        for _, pool in sorted(self.pools.items()):
+            rows = pool.rows if only is None else [r for r in pool.rows if r.owner in only]
+            if rows:
+                pools.append((pool, rows))
+        return pools, [row for _, rows in pools for row in rows]
+
+    def _settle(self, rows: list[Row], codes: torch.Tensor) -> tuple[list[StepResult], dict[Row, list[int]]]:
+        """Each row's sampled codes through its state: the step's results (finished rows leave)
+        and, for the rows that continue, the codes to feed back."""
+        results, feed = [], {}
+        for row, codes_row in zip(rows, codes.tolist()):
+            frame, finished, fed = row.state.accept(codes_row)
+            results.append(StepResult(row.owner, frame, finished))
+            if finished:
+                self.leave(row.owner)
+            else:
+                feed[row] = fed
+        return results, feed
+
+
+class DecodeBatch(SpanBatch):
     """The running requests of one model; ``join``/``leave`` between ``step``s (not thread-safe:
     one thread drives it, see ``omni_models.common.scheduler``)."""
 
@@ -176,8 +237,7 @@ class DecodeBatch:
         self.config = model.config
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
-        self.pools: dict[int, KVPool] = {}
-        self.rows: dict[Any, Row] = {}
+        super().__init__(lambda span: (model.kv_pool_type or KVPool)(model.decoder.kv_config, span, self.device, self.dtype))
 
     def reserve(self, prompt_len: int, limits: GenerationLimits) -> int:
         """Check that a request fits the context (a ValueError if not); return the span it will hold."""
@@ -203,11 +263,8 @@ class DecodeBatch:
             for owner, prompt, limits, params, generator in requests:
                 self.check_prompt(prompt)
                 span = self.reserve(prompt.shape[1], limits)
-                pool = self.pools.get(span)
-                if pool is None:
-                    pool = self.pools[span] = (self.model.kv_pool_type or KVPool)(self.model.decoder.kv_config, span, self.device, self.dtype)
                 row = Row(owner, FrameState(self.config, limits), params, GumbelNoise(generator), span)
-                pool.add(row)
+                self._slot(row)
                 rows.append(row)
                 t = prompt.shape[1]
                 segments.append((start, start + t))
@@ -228,27 +285,6 @@ class DecodeBatch:
             self.rows[row.owner] = row
         return rows
 
-    def leave(self, owner: Any) -> None:
-        row = self.rows.pop(owner, None)
-        if row is not None and row.pool is not None:
-            row.pool.remove(row)
-
-    def clear(self) -> None:
-        self.rows.clear()
-        self.pools.clear()
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def _ordered(self, only: Any = None) -> tuple[list[tuple[KVPool, list[Row]]], list[Row]]:
-        """Pools with the rows that step (``only``: a set of owners; None: everyone), in a fixed order."""
-        pools = []
-        for _, pool in sorted(self.pools.items()):
-            rows = pool.rows if only is None else [r for r in pool.rows if r.owner in only]
-            if rows:
-                pools.append((pool, rows))
-        return pools, [row for _, rows in pools for row in rows]
-
     def step(self, only: Any = None) -> list[StepResult]:
         """Sample one step for every running request (or the owners in ``only``) and advance those that continue."""
         if not self.rows:
@@ -268,15 +304,7 @@ class DecodeBatch:
         codes = sample_rows(logits, params, noises)
         if self.model.depth is not None:
             codes = self._depth(rows, hidden, codes[:, 0], params, noises)
-        results = []
-        feed: dict[Row, list[int]] = {}
-        for row, codes_row in zip(rows, codes.tolist()):
-            frame, finished, fed = row.state.accept(codes_row)
-            results.append(StepResult(row.owner, frame, finished))
-            if finished:
-                self.leave(row.owner)
-            else:
-                feed[row] = fed
+        results, feed = self._settle(rows, codes)
         if feed:
             self._advance(feed)
         return results

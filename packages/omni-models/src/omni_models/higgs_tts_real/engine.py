@@ -17,13 +17,13 @@ rows cap it. Aligned frames are handed to the vocoder as soon as a row completes
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from omni_models.common.batch import KVPool, RowAttention, StepResult, span_for
+from omni_models.common.batch import KVPool, Row, RowAttention, SpanBatch, StepResult, span_for
 from omni_models.common.delay import DelayAligner, apply_delay
 from omni_models.common.limits import GenerationLimits
 from omni_models.common.sampling import GumbelNoise, SamplingParams, sample_rows
@@ -111,19 +111,6 @@ class HiggsRowState:
         return frame, done or self.rows >= self.max_rows, row
 
 
-@dataclass(eq=False)
-class HiggsRow:
-    owner: Any
-    state: HiggsRowState
-    params: SamplingParams
-    noise: GumbelNoise
-    span: int
-    position: int = 0
-    hidden: torch.Tensor | None = None
-    pool: KVPool | None = field(default=None, repr=False)
-    slot: int = -1
-
-
 class _Prefill:
     """Attention for a prompt written into one request's slot from position 0."""
 
@@ -137,7 +124,7 @@ class _Prefill:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
 
 
-class HiggsBatch:
+class HiggsBatch(SpanBatch):
     """The running requests of one Higgs backbone (``StepScheduler(None, batch=...)``'s batch)."""
 
     def __init__(self, model: HiggsBackbone, max_seq_len: int | None = None):
@@ -147,8 +134,7 @@ class HiggsBatch:
         self.cache_shape = CacheShape(shape.layers, shape.kv_heads, shape.head_dim)
         param = model.text_embedding.weight
         self.device, self.dtype = param.device, param.dtype
-        self.pools: dict[int, KVPool] = {}
-        self.rows: dict[Any, HiggsRow] = {}
+        super().__init__(lambda span: KVPool(self.cache_shape, span, self.device, self.dtype))  # type: ignore[arg-type]
 
     # prompt ------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -181,41 +167,22 @@ class HiggsBatch:
             )
         return span_for(prompt_len, limits.max_new_tokens, self.config.max_seq_len)
 
-    def join(self, owner: Any, prompt: torch.Tensor, limits: GenerationLimits, params: SamplingParams, generator: torch.Generator) -> HiggsRow:
+    def join(self, owner: Any, prompt: torch.Tensor, limits: GenerationLimits, params: SamplingParams, generator: torch.Generator) -> Row:
         self.check_prompt(prompt)
         span = self.reserve(prompt.shape[1], limits)
-        pool = self.pools.get(span)
-        if pool is None:
-            pool = self.pools[span] = KVPool(self.cache_shape, span, self.device, self.dtype)  # type: ignore[arg-type]
         audio = self.model.audio
-        row = HiggsRow(owner, HiggsRowState(audio.num_codebooks, audio.boc, audio.eoc, limits.max_new_tokens), params, GumbelNoise(generator), span)
-        view = pool.add(row)  # type: ignore[arg-type]
+        row = Row(owner, HiggsRowState(audio.num_codebooks, audio.boc, audio.eoc, limits.max_new_tokens), params, GumbelNoise(generator), span)
+        view = self._slot(row)
         try:
             t = prompt.shape[1]
-            hidden = self.model.run(prompt.to(self.device, self.dtype), torch.arange(t, device=self.device), _Prefill(view.keys, view.values), invariant=False)
+            hidden = self.model.run(prompt.to(self.device, self.dtype), torch.arange(t, device=self.device), _Prefill(view.keys, view.values).attend, invariant=False)
             row.hidden = hidden[0, -1]
         except BaseException:
-            pool.remove(row)  # type: ignore[arg-type]
+            row.pool.remove(row)  # type: ignore[union-attr]
             raise
         row.position = prompt.shape[1]
         self.rows[owner] = row
         return row
-
-    def leave(self, owner: Any) -> None:
-        row = self.rows.pop(owner, None)
-        if row is not None and row.pool is not None:
-            row.pool.remove(row)  # type: ignore[arg-type]
-
-    def clear(self) -> None:
-        self.rows.clear()
-        self.pools.clear()
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def _ordered(self) -> tuple[list[KVPool], list[HiggsRow]]:
-        pools = [p for _, p in sorted(self.pools.items()) if p.rows]
-        return pools, [row for p in pools for row in p.rows]  # type: ignore[misc]
 
     @torch.inference_mode()
     def step(self) -> list[StepResult]:
@@ -226,23 +193,16 @@ class HiggsBatch:
         _, rows = self._ordered()
         logits = nucleus(self.model.audio_logits(torch.stack([r.hidden for r in rows])), [r.params for r in rows])
         codes = sample_rows(logits, [r.params for r in rows], [r.noise for r in rows])
-        results, feed = [], {}
-        for row, sampled in zip(rows, codes.tolist()):
-            frame, finished, fed = row.state.accept(sampled)
-            results.append(StepResult(row.owner, frame, finished))
-            if finished:
-                self.leave(row.owner)
-            else:
-                feed[row] = fed
+        results, feed = self._settle(rows, codes)
         if feed:
             self._advance(feed)
         return results
 
-    def _advance(self, feed: dict[HiggsRow, list[int]]) -> None:
+    def _advance(self, feed: dict[Row, list[int]]) -> None:
         pools, rows = self._ordered()
         x = self.model.embed_audio(torch.tensor([feed[r] for r in rows], device=self.device)).to(self.dtype)
         positions = torch.tensor([r.position for r in rows], device=self.device)
-        hidden = self.model.run(x[:, None], positions[:, None], RowAttention(pools, positions), invariant=True)[:, 0]
+        hidden = self.model.run(x[:, None], positions[:, None], RowAttention(pools, positions).attend, invariant=True)[:, 0]
         for i, row in enumerate(rows):
             row.hidden = hidden[i]
             row.position += 1

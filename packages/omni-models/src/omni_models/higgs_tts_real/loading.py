@@ -60,7 +60,6 @@ def load_backbone(model_path: str, device: str, dtype: str = "float32") -> Higgs
     model.load_state_dict(state, strict=True, assign=True)
     model.reset_buffers("cpu")  # built on meta: compute the derived buffers for real
     model = model.to(device=device, dtype=dtype_of(dtype))
-    model.reset_buffers(device)  # rotary frequencies stay float32 whatever the weights' dtype
     return model.eval().requires_grad_(False)
 
 

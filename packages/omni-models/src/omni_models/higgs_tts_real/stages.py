@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from omni_models.common.audio import MAX_REFERENCE_SECONDS, _decode_wav
+from omni_models.common.audio import reference_recording
 from omni_models.common.limits import GenerationLimits
 from omni_models.common.playback import Schedule
 from omni_models.common.request import request_sampling
@@ -51,22 +51,11 @@ MIN_REFERENCE_SECONDS = 1.0
 def reference_wave(data: dict[str, Any], rate: int) -> torch.Tensor | None:
     """The request's ``ref_audio`` (WAV bytes, or a tensor with ``ref_sample_rate``) as mono
     float32 at ``rate`` (windowed-sinc resampling), not normalised."""
-    raw = data.get("ref_audio")
-    if raw is None:
+    recording = reference_recording(data)
+    if recording is None:
         return None
-    if isinstance(raw, (bytes, bytearray)):
-        audio, source_rate = _decode_wav(bytes(raw))
-    elif isinstance(raw, torch.Tensor):
-        source_rate = data.get("ref_sample_rate")
-        if isinstance(source_rate, bool) or not isinstance(source_rate, int) or source_rate <= 0:
-            raise InvalidRequest(f"ref_sample_rate must be a positive integer with a tensor ref_audio, got {source_rate!r}", param="ref_sample_rate")
-        audio = raw.detach().to(torch.float32).cpu().reshape(-1 if raw.dim() == 1 else raw.shape[0], raw.shape[-1])
-    else:
-        raise InvalidRequest(f"ref_audio must be WAV bytes or a float tensor, got {type(raw).__name__}", param="ref_audio")
-    if audio.shape[-1] == 0 or audio.shape[-1] / source_rate > MAX_REFERENCE_SECONDS or not torch.isfinite(audio).all():
-        raise InvalidRequest(f"ref_audio must be 0-{MAX_REFERENCE_SECONDS:.0f} s of finite samples", param="ref_audio")
-    mono = audio.reshape(-1, audio.shape[-1]).mean(dim=0)
-    return resample(mono, source_rate, rate).contiguous()
+    audio, source_rate = recording
+    return resample(audio.mean(dim=0), source_rate, rate).contiguous()
 
 
 class HiggsPreprocessing:

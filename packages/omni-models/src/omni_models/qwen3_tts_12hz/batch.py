@@ -13,6 +13,12 @@ leave the running batch between steps under the shared continuous-batching sched
    embedding (or ``tts_pad``), and one talker forward advances them all, each attending over its
    own slot up to its own position.
 
+A row whose input is still open (``omni_models.qwen3_tts_12hz.append``) and that has fed every
+text token it has is *held*: it neither samples nor moves. It stays in its slot and rides along
+in the forward with a ``tts_pad`` input whose key/value land on its next position and are
+overwritten when it moves again (its position and hidden state are kept), so the batch stays
+compact and the TP followers replay the same forward.
+
 Slots are compact (a leaving row's slot is refilled by the last row), so the step reads
 ``keys[:, :n]`` as a view. The cache grows by doubling in rows and positions.
 """
@@ -27,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from omni_models.common.limits import GenerationLimits
+from omni_models.common.slots import SlotCache
 
 from .sampling import Sampler, pick_rows
 from .talker import Talker
@@ -48,6 +55,17 @@ class TalkerJob:
     sub: Sampler
     trailing: torch.Tensor  # [n, hidden]
     pad: torch.Tensor  # [hidden]
+    feed: Any = None
+    """An ``OpenText`` when the request's input is open (its trailing text grows); None: ``trailing`` is all."""
+
+    def ready(self, step: int) -> bool:
+        """Whether the text fed at ``step`` is known (always, unless the input is open)."""
+        return self.feed is None or self.feed.ready(step)
+
+    def text_at(self, step: int) -> torch.Tensor:
+        if self.feed is not None:
+            return self.feed.at(step)
+        return self.trailing[step] if step < self.trailing.shape[0] else self.pad
 
 
 @dataclass(frozen=True)
@@ -69,34 +87,6 @@ class Row:
     step: int = 0
     hidden: torch.Tensor | None = None
     history: list[int] = field(default_factory=list)
-
-
-class SlotCache:
-    """Keys/values ``[layers, rows, kv_heads, length, head_dim]``, rows compact in ``0..n-1``."""
-
-    def __init__(self, layers: int, kv_heads: int, head_dim: int, device: torch.device, dtype: torch.dtype):
-        self.shape = (layers, kv_heads, head_dim)
-        self.device, self.dtype = device, dtype
-        self.keys = self.values = self._alloc(0, 0)
-
-    def _alloc(self, rows: int, length: int) -> torch.Tensor:
-        layers, kv_heads, head_dim = self.shape
-        return torch.zeros((layers, rows, kv_heads, length, head_dim), device=self.device, dtype=self.dtype)
-
-    def ensure(self, rows: int, length: int) -> None:
-        have_rows, have_len = self.keys.shape[1], self.keys.shape[3]
-        if rows <= have_rows and length <= have_len:
-            return
-        new_rows = max(have_rows, rows if rows <= have_rows else max(4, 2 * have_rows, rows))
-        new_len = max(have_len, length if length <= have_len else max(256, 2 * have_len, length))
-        keys, values = self._alloc(new_rows, new_len), self._alloc(new_rows, new_len)
-        keys[:, :have_rows, :, :have_len] = self.keys
-        values[:, :have_rows, :, :have_len] = self.values
-        self.keys, self.values = keys, values
-
-    def move(self, src: int, dst: int) -> None:
-        self.keys[:, dst] = self.keys[:, src]
-        self.values[:, dst] = self.values[:, src]
 
 
 class TalkerBatch:
@@ -185,8 +175,12 @@ class TalkerBatch:
     def __bool__(self) -> bool:
         return bool(self.order)
 
+    def ready_rows(self) -> list[Row]:
+        """The rows that can step now (every row but those held for appended text)."""
+        return [r for r in self.order if r.job.ready(r.step)]
+
     def step(self) -> list[StepResult]:
-        rows = list(self.order)
+        rows = self.ready_rows()
         if not rows:
             return []
         eos = self.spec.codec.eos
@@ -218,8 +212,7 @@ class TalkerBatch:
             feed = {}
             for j, row in enumerate(live_rows):
                 results.append(StepResult(row.owner, frames[j], False))
-                text = row.job.trailing[row.step] if row.step < row.job.trailing.shape[0] else row.job.pad
-                feed[row.owner] = embeds[j] + text.to(embeds.dtype)
+                feed[row.owner] = embeds[j] + row.job.text_at(row.step).to(embeds.dtype)
         for result in results:
             if result.finished:
                 self.leave(result.owner)
@@ -230,14 +223,15 @@ class TalkerBatch:
         return results
 
     def _advance(self, feed: dict[Any, torch.Tensor]) -> None:
-        rows = self.order  # compact: exactly the continuing rows, in slot order
-        x = torch.stack([feed[r.owner] for r in rows])[:, None]
+        rows = self.order  # compact: the continuing rows and the held ones, in slot order
+        x = torch.stack([feed[r.owner] if r.owner in feed else r.job.pad.to(self.dtype) for r in rows])[:, None]
         positions = torch.tensor([r.position for r in rows], device=self.device)
         with self.mirror.advance(x, positions) if self.mirror is not None else contextlib.nullcontext():
             out = self.advance(x, positions)
         for i, row in enumerate(rows):
-            row.hidden = out[i]
-            row.position += 1
+            if row.owner in feed:  # a held row keeps its state: what it wrote at its next position is rewritten when it moves
+                row.hidden = out[i]
+                row.position += 1
 
     def advance(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """One position for slots ``0..n-1``: inputs ``[n, 1, hidden]`` at ``positions`` ``[n]`` -> ``[n, hidden]``

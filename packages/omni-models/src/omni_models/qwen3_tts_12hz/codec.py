@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import MLP, RMSNorm, StackSpec, rotary
+from omni_models.common.qwen3_layers import MLP, Attention, RMSNorm, StackSpec, rotary
+
 from .spec import CodecSpec
 
 REFERENCE_CHUNK = 300
@@ -156,15 +157,10 @@ class ScaledBlock(nn.Module):
 
     def __init__(self, spec: StackSpec):
         super().__init__()
-        self.spec = spec
-        h, d = spec.hidden, spec.head_dim
+        h = spec.hidden
         self.input_layernorm = RMSNorm(h, spec.eps)
         self.post_attention_layernorm = RMSNorm(h, spec.eps)
-        self.self_attn = nn.Module()
-        self.self_attn.q_proj = nn.Linear(h, spec.heads * d, bias=spec.bias)
-        self.self_attn.k_proj = nn.Linear(h, spec.kv_heads * d, bias=spec.bias)
-        self.self_attn.v_proj = nn.Linear(h, spec.kv_heads * d, bias=spec.bias)
-        self.self_attn.o_proj = nn.Linear(spec.heads * d, h, bias=spec.bias)
+        self.self_attn = Attention(spec, qk_norm=False)
         self.mlp = MLP(h, spec.intermediate)
         self.self_attn_layer_scale = nn.Module()
         self.self_attn_layer_scale.scale = nn.Parameter(torch.ones(h))
@@ -172,17 +168,10 @@ class ScaledBlock(nn.Module):
         self.mlp_layer_scale.scale = nn.Parameter(torch.ones(h))
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        a, d = self.self_attn, self.spec.head_dim
-        y = self.input_layernorm(x)
-        q = a.q_proj(y).view(b, t, -1, d).transpose(1, 2)
-        k = a.k_proj(y).view(b, t, -1, d).transpose(1, 2)
-        v = a.v_proj(y).view(b, t, -1, d).transpose(1, 2)
-        half = d // 2
-        q = q * cos + torch.cat((-q[..., half:], q[..., :half]), -1) * sin
-        k = k * cos + torch.cat((-k[..., half:], k[..., :half]), -1) * sin
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != q.shape[1])
-        x = x + self.self_attn_layer_scale.scale * a.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+        def attend(_layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != q.shape[1])
+
+        x = x + self.self_attn_layer_scale.scale * self.self_attn(self.input_layernorm(x), cos, sin, attend, 0)
         return x + self.mlp_layer_scale.scale * self.mlp(self.post_attention_layernorm(x))
 
 

@@ -5,10 +5,17 @@ instead of the shared random-weight ``DecodeBatch`` (same admission, cancellatio
 chunked hand-over). Under ``scheduler: deadline`` streams are admitted first and their first chunk
 ramps; ``TalkerBatch`` has neither ``join_many`` nor ``step(only=...)``, so its prefills run one
 request at a time and every row steps (the scheduler checks for both).
+
+A request whose input is open (``append.py``) waits, before its prompt is built, until the
+prompt's text arrived (one body token; in-context cloning: as many as the reference frames
+leave room for) or its input closed; once running, its row is held while it waits for text (the
+frames it made so far go out as a partial chunk), and when every row is held the scheduler thread sleeps until a piece arrives (or ``HOLD_POLL_S``,
+to notice cancellations and deadlines).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -17,14 +24,44 @@ from omni_models.common.playback import Schedule
 from omni_models.common.sampling import generator_for
 from omni_models.common.scheduler import BatchLimits, FrameStream, StepScheduler
 from omni_models.common.stages import emit_codes, is_cancelled
+from omni_runtime.errors import RequestCancelled
 
+from .append import OpenText
 from .batch import TalkerBatch, TalkerJob
-from .prompt import build_prompt
+from .prompt import body_in_prompt, build_prompt, with_body
+
+#: Longest sleep of the scheduler thread while every row waits for appended text.
+HOLD_POLL_S = 0.05
 
 
 class TalkerScheduler(StepScheduler):
     def __init__(self, batch: TalkerBatch, *, name: str, limits: BatchLimits, stage: str, schedule: Schedule | None = None):  # noqa: D107 - see the class docstring
         super().__init__(None, name=name, limits=limits, stage=stage, schedule=schedule, batch=batch)
+
+    def wake(self) -> None:
+        """Any thread: text was appended (or an input closed); a held row may step."""
+        with self._cond:
+            self._cond.notify()
+
+    def _step(self) -> None:
+        ready = self.batch.ready_rows()
+        if len(ready) < len(self.batch):
+            self._hand_over_held(ready)
+        if self.batch and not ready:  # every row waits for appended text
+            with self._cond:
+                if not self._waiting and not self._closed:
+                    self._cond.wait(HOLD_POLL_S)
+            return
+        super()._step()
+
+    def _hand_over_held(self, ready: list[Any]) -> None:
+        """A row waiting for text hands over the frames it made so far (a partial chunk): the listener hears
+        every word it was given now, not when the next words complete the chunk."""
+        stepping = {id(row) for row in ready}
+        for row in self.batch.order:
+            stream = row.owner
+            if id(row) not in stepping and stream._held:
+                stream._hand_over()
 
 
 class TalkerEngine:
@@ -34,19 +71,36 @@ class TalkerEngine:
         self.batch, self.seed, self.chunking, self.name = batch, seed, chunking, name
         self.scheduler = TalkerScheduler(batch, name=f"{name} {stage}", limits=limits, stage=stage, schedule=schedule)
 
-    def submit(self, prepared: Any, ctx: Any = None, *, chunked: bool = True) -> FrameStream:
+    def submit(self, prepared: Any, ctx: Any = None, *, chunked: bool = True, open_text: OpenText | None = None) -> FrameStream:
+        """``open_text``: the request's input is open (its body ids grow, ``append.py``)."""
+        inputs = prepared.inputs
+        feed = None
+        if open_text is not None:
+            deadline = getattr(ctx, "deadline", None)
+            ids, closed = open_text.wait_for(body_in_prompt(inputs), lambda: is_cancelled(ctx) or (deadline is not None and time.monotonic() >= deadline))
+            if is_cancelled(ctx):
+                raise RequestCancelled()
+            if not closed and len(ids) < body_in_prompt(inputs):
+                raise TimeoutError(f"{self.name}: the request passed its deadline while waiting for its text")
+            inputs = with_body(inputs, ids)
+            feed = None if closed else open_text
         with torch.inference_mode():
-            prompt, trailing, pad = build_prompt(self.batch.talker, prepared.inputs)
+            talker = self.batch.talker
+            prompt, trailing, pad = build_prompt(talker, inputs, open_input=feed is not None)
+            if feed is not None:
+                t = talker.spec.text
+                eos = talker.text([t.tts_bos, t.tts_eos, t.tts_pad])[1]  # as build_prompt computes it
+                feed.bind(len(ids), trailing, talker.text, eos, pad, self.scheduler.wake)
         fields = prepared.fields
-        job = TalkerJob(fields.talker, fields.sub, trailing, pad)
+        job = TalkerJob(fields.talker, fields.sub, trailing, pad, feed)
         return self.scheduler.submit(
             prompt, fields.limits, job, generator_for(self.seed, fields.seed, self.name),
             cancelled=lambda: is_cancelled(ctx), deadline=getattr(ctx, "deadline", None),
             chunking=self.chunking if chunked else None,
         )
 
-    def stream(self, prepared: Any, ctx: Any) -> int:
-        frames = self.submit(prepared, ctx)
+    def stream(self, prepared: Any, ctx: Any, open_text: OpenText | None = None) -> int:
+        frames = self.submit(prepared, ctx, open_text=open_text)
         extra = None
         if prepared.context_codes is not None:
             extra = {"context_codes": prepared.context_codes.T.contiguous()}
@@ -55,9 +109,9 @@ class TalkerEngine:
         finally:
             frames.cancel()
 
-    def collect(self, prepared: Any, ctx: Any = None) -> torch.Tensor:
+    def collect(self, prepared: Any, ctx: Any = None, open_text: OpenText | None = None) -> torch.Tensor:
         """All frames ``[T, G]`` of one request (tests, benchmarks)."""
-        frames = self.submit(prepared, ctx, chunked=False)
+        frames = self.submit(prepared, ctx, chunked=False, open_text=open_text)
         try:
             rows = [frame for frame in frames]
         finally:

@@ -11,12 +11,13 @@ A prompt is a sum of two streams per position, text (projected text embeddings) 
       voice clone (ICL):  ref text + body + tts_eos  over codec_bos + reference frames
 
 Text that does not fit the prompt (``trailing``) is added to the frames' inputs one position per
-step, then ``tts_pad``.
+step, then ``tts_pad``. A request whose input is still open (``open_input``, streaming layouts
+only) gets its trailing text without ``tts_eos``: more text follows (``append.OpenText``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -41,8 +42,29 @@ class PromptInputs:
     non_streaming: bool
 
 
-def build_prompt(talker: Talker, inputs: PromptInputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(prompt [1, T, hidden], trailing [n, hidden], tts_pad [hidden])``."""
+def body_ids(inputs: PromptInputs) -> list[int]:
+    """The spoken text's ids without the assistant template around them."""
+    return list(inputs.text_ids[ROLE_TOKENS:-TEXT_TAIL])
+
+
+def with_body(inputs: PromptInputs, body: list[int]) -> PromptInputs:
+    """``inputs`` with the spoken text's ids replaced (the template kept)."""
+    ids = inputs.text_ids
+    return replace(inputs, text_ids=(*ids[:ROLE_TOKENS], *body, *ids[-TEXT_TAIL:]))
+
+
+def body_in_prompt(inputs: PromptInputs) -> int:
+    """How many body ids a streaming-layout prompt holds before any text trails: one, or (in-context cloning)
+    as many as the reference frames leave room for after the reference transcript."""
+    if inputs.ref_codes is None:
+        return 1
+    ref = len(list(inputs.ref_ids or ())[ROLE_TOKENS:-REF_TAIL])
+    return max(1, 1 + inputs.ref_codes.shape[0] - ref)
+
+
+def build_prompt(talker: Talker, inputs: PromptInputs, *, open_input: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(prompt [1, T, hidden], trailing [n, hidden], tts_pad [hidden])``; ``open_input``: no ``tts_eos``
+    (the prompt must hold ``body_in_prompt`` body ids)."""
     spec = talker.spec
     c, t = spec.codec, spec.text
     ids = list(inputs.text_ids)
@@ -64,7 +86,7 @@ def build_prompt(talker: Talker, inputs: PromptInputs) -> tuple[torch.Tensor, to
     parts.append(text_stream + codec_stream[:-1])
     body = ids[ROLE_TOKENS:-TEXT_TAIL]
     if inputs.ref_codes is not None:
-        head, trailing = _icl(talker, body, inputs, eos, pad)
+        head, trailing = _icl(talker, body, inputs, eos, pad, open_input)
         parts.append(head)
     elif inputs.non_streaming:
         text = torch.cat([talker.text(body), eos[None]])
@@ -73,19 +95,20 @@ def build_prompt(talker: Talker, inputs: PromptInputs) -> tuple[torch.Tensor, to
         trailing = pad[None]
     else:
         parts.append(talker.text(body[:1]) + codec_stream[-1:])
-        trailing = torch.cat([talker.text(body[1:]), eos[None]])
+        trailing = talker.text(body[1:]) if open_input else torch.cat([talker.text(body[1:]), eos[None]])
     return torch.cat(parts)[None], trailing, pad
 
 
-def _icl(talker: Talker, body: list[int], inputs: PromptInputs, eos: torch.Tensor, pad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _icl(talker: Talker, body: list[int], inputs: PromptInputs, eos: torch.Tensor, pad: torch.Tensor,
+         open_input: bool) -> tuple[torch.Tensor, torch.Tensor]:
     c = talker.spec.codec
     ref = list(inputs.ref_ids or ())[ROLE_TOKENS:-REF_TAIL]
-    text = torch.cat([talker.text(ref + body), eos[None]])
+    text = talker.text(ref + body) if open_input else torch.cat([talker.text(ref + body), eos[None]])
     codec = torch.cat([talker.codec([c.bos]), talker.frame_embeddings(inputs.ref_codes)])
     if inputs.non_streaming:
         head = torch.cat([text + talker.codec([c.pad] * text.shape[0]), codec + pad])
         return head, pad[None]
-    if text.shape[0] > codec.shape[0]:
+    if text.shape[0] > codec.shape[0] or (open_input and text.shape[0] == codec.shape[0]):
         return text[: codec.shape[0]] + codec, text[codec.shape[0] :]
     text = torch.cat([text, pad[None].expand(codec.shape[0] - text.shape[0], -1)])
     return text + codec, pad[None]

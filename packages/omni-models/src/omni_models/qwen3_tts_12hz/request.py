@@ -4,7 +4,8 @@ Fields (OpenAI body extensions, vLLM-Omni's names, the same as ``omni synthesize
 ``voice`` (CustomVoice: a speaker of the checkpoint), ``instructions`` (CustomVoice 1.7B,
 VoiceDesign), ``language`` (``auto`` or one the checkpoint lists), ``ref_audio`` + ``ref_text`` and
 ``x_vector_only_mode`` (Base), ``temperature`` (0 = greedy, talker and sub-talker), ``top_k``,
-``top_p``, ``repetition_penalty``, ``max_new_tokens``, ``seed``. Absent fields take the
+``top_p``, ``repetition_penalty``, ``max_new_tokens``, ``seed``, ``input_open`` (more text follows by
+append, ``append.py``). Absent fields take the
 checkpoint's ``generation_config.json`` defaults, as the reference does. Every problem is an
 ``InvalidRequest`` (HTTP 400) naming the field.
 """
@@ -40,6 +41,8 @@ class RequestFields:
     sub: Sampler
     limits: GenerationLimits
     seed: int
+    input_open: bool = False
+    """More text follows through ``RequestHandle.append`` (``omni_models.qwen3_tts_12hz.append``)."""
 
 
 def _number(data: dict[str, Any], name: str, low: float, high: float, default: float, *, integer: bool = False, low_open: bool = False) -> Any:
@@ -104,6 +107,9 @@ def parse_request(data: dict[str, Any], spec: ModelSpec, defaults: GenerationDef
         for name, given in (("ref_audio", ref_given), ("ref_text", ref_text is not None), ("x_vector_only_mode", bool(data.get("x_vector_only_mode")))):
             if given:
                 refuse(name, f"{name} is for the Base checkpoints (voice cloning); the {kind} checkpoint does not take it")
+    input_open = data.get("input_open", False)
+    if not isinstance(input_open, bool):
+        refuse("input_open", f"input_open must be true or false, got {input_open!r}")
     speed = data.get("speed", 1.0)
     if speed not in (None, 1, 1.0):
         refuse("speed", f"speed {speed!r}: Qwen3-TTS has no speed control; send 1.0 or omit it")
@@ -121,5 +127,5 @@ def parse_request(data: dict[str, Any], spec: ModelSpec, defaults: GenerationDef
         text=text, instructions=instructions, language=language.lower(), speaker=speaker, ref_text=ref_text, x_vector_only=bool(x_only),
         talker=Sampler(0.0 if greedy else float(temperature), top_k, float(top_p), float(penalty)),
         sub=Sampler(0.0 if sub_greedy else defaults.subtalker_temperature, defaults.subtalker_top_k, defaults.subtalker_top_p),
-        limits=GenerationLimits(MIN_NEW_TOKENS, max_new), seed=request_seed(data),
+        limits=GenerationLimits(MIN_NEW_TOKENS, max_new), seed=request_seed(data), input_open=input_open,
     )

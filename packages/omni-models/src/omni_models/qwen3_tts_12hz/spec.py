@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from omni_models.common.checkpoint_error import CheckpointError as CommonCheckpointError
-
-from .layers import StackSpec
+from omni_models.common.qwen3_layers import StackSpec
 
 VARIANTS = {"base": "Base", "custom_voice": "CustomVoice", "voice_design": "VoiceDesign"}
 TOKENIZER_TYPE = "qwen3_tts_tokenizer_12hz"

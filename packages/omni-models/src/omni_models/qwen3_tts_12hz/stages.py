@@ -4,7 +4,8 @@ preprocessing  request fields checked against the variant, text/instruction/refe
                tokenised with the checkpoint's tokenizer, the Base x-vector (speaker encoder) and,
                for in-context cloning, the reference frames (codec encoder), both computed once per
                uploaded or inline voice and then read from the voice cache; the prepared request
-               stays in ``_PREPARED_REQUESTS`` (process-local, ``handoff``)
+               stays in ``_PREPARED_REQUESTS`` (process-local, ``handoff``); its ``append`` hook
+               takes text for a request submitted with ``input_open: true`` (``append.py``)
 tts_engine     talker + code predictor under the continuous-batching scheduler; code chunks
                stream to the vocoder
 vocoder        the 12 Hz codec decoder, streaming: each chunk decoded with the reference's 25
@@ -32,13 +33,14 @@ from omni_models.common.weights import DEFAULT_SEED, resolve_device
 from omni_runtime.errors import InvalidRequest
 
 from . import tp
+from .append import OPEN_TEXTS, OpenText, appended_text
 from .batch import TalkerBatch
 from .codec import REFERENCE_LEFT_CONTEXT, CodecDecoder
 from .encoder import ReferenceEncoder, clone_support_problem
 from .engine import TalkerEngine
 from .handoff import MODEL, PreparedRequest, PreprocessingContext, preprocessing_context, put_prepared, register_context, take_prepared
 from .model import Checkpoint, dtype_of
-from .prompt import PromptInputs
+from .prompt import PromptInputs, body_ids
 from .request import parse_request
 from .spec import CheckpointError
 from .talker import Talker
@@ -145,14 +147,25 @@ class Preprocessing:
             instruct_ids=tuple(self.tokenizer.encode(instruct_text(fields.instructions))) if fields.instructions else None,
             language_id=language_id, speaker_id=spec.speakers[fields.speaker] if fields.speaker else None,
             x_vector=None if x_vector is None else x_vector.cpu(), ref_ids=ref_ids, ref_codes=ref_codes,
-            non_streaming=spec.variant != "base",
+            non_streaming=spec.variant != "base" and not fields.input_open,  # open input: the streaming-text layout
         )
         return PreparedRequest(fields, inputs, ref_codes)
 
     def process(self, payload: Any, ctx: Any = None) -> Any:
         prepared = self.prepare(payload.data)
+        if prepared.fields.input_open:
+            OPEN_TEXTS.register(payload.request_id, OpenText(body_ids(prepared.inputs), len(prepared.fields.text)))
+        else:
+            OPEN_TEXTS.refuse_early(payload.request_id)
         put_prepared(payload.request_id, prepared)
         return with_data(payload, {"text": prepared.fields.text, "num_input_ids": len(prepared.inputs.text_ids)})
+
+
+    def append(self, request_id: str, data: Any, final: bool) -> None:
+        """More text for a request submitted with ``input_open: true`` (runtime's event loop: tokenising a
+        piece is quick); each piece is tokenised on its own (``append.py``)."""
+        text = appended_text(data)
+        OPEN_TEXTS.append(request_id, self.tokenizer.encode(text) if text else [], len(text), final)
 
 
 class TTSEngine:
@@ -161,7 +174,11 @@ class TTSEngine:
 
     def process(self, payload: Any, ctx: Any) -> Any:
         prepared = take_prepared(payload.request_id)
-        total = self.engine.stream(prepared, ctx)
+        try:
+            open_text = OPEN_TEXTS.take(payload.request_id) if prepared.fields.input_open else None
+            total = self.engine.stream(prepared, ctx, open_text)
+        finally:
+            OPEN_TEXTS.end(payload.request_id)
         return with_data(payload, {"num_frames": total, "frame_rate": self.frame_rate})
 
 

@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from omni_models.common.parallel import Shard, building
+from omni_models.common.qwen3_layers import Stack, StackSpec
 
-from .layers import Stack, StackSpec
 from .spec import ModelSpec
 
 

@@ -1,22 +1,26 @@
-"""One admitted request as its caller sees it: stream its chunks, await its result, cancel it."""
+"""One admitted request as its caller sees it: stream its chunks, await its result, append input, cancel it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from ..errors import RequestCancelled
+from ..errors import AppendRefused, RequestCancelled
 from .requests import END, Inflight, RequestTable
 
 
 class RequestHandle:
     """One admitted request: stream its output chunks, await its result, or cancel it."""
 
-    def __init__(self, table: RequestTable, inflight: Inflight) -> None:
+    def __init__(self, table: RequestTable, inflight: Inflight,
+                 appender: Callable[[Inflight, Any, bool], Awaitable[None]] | None = None) -> None:
         self._table = table
         self._inflight = inflight
         self.request_id = inflight.rid
+        self._appender = appender
+        self.input_closed = False
+        """``append(..., final=True)`` or ``close_input()`` was called: the request's input is complete."""
 
     @property
     def binding(self) -> dict[str, int]:
@@ -66,3 +70,26 @@ class RequestHandle:
     async def cancel(self) -> None:
         """Abort the request in every stage of every process it is bound to."""
         await self._table.cancel(self._inflight, RequestCancelled())
+
+    async def append(self, data: Any, *, final: bool = False) -> None:
+        """Send more input to the running request (its entry stage's ``append`` hook, docs/stage-contract.md).
+
+        ``final``: the input is complete after ``data`` (``data`` may then be None). Pieces reach
+        the stage in the order they were appended, after the entry payload. Raises
+        :class:`~omni_runtime.errors.AppendRefused` (nothing sent) when the model's entry stage
+        takes no appended input, the request already ended, or its input was closed.
+        """
+        if self._appender is None:
+            raise AppendRefused("this handle's runtime cannot append input", reason="not_supported")
+        if self.input_closed:
+            raise AppendRefused(f"request {self.request_id}: its input was closed; start a new request", reason="input_closed")
+        if self._inflight.future.done():
+            raise AppendRefused(f"request {self.request_id} has finished; its input can no longer grow", reason="finished")
+        if final:
+            self.input_closed = True
+        await self._appender(self._inflight, data, final)
+
+    async def close_input(self) -> None:
+        """The request's input is complete (``append(None, final=True)``); a no-op once closed or finished."""
+        if not self.input_closed and not self._inflight.future.done():
+            await self.append(None, final=True)

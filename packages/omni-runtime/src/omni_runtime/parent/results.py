@@ -56,6 +56,8 @@ class ResultRouter:
     heartbeats: HeartbeatWatch | None = None
     stage_voices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """``VOICES`` of each stage's factory module, as its worker reported at ready."""
+    stage_append: set[str] = field(default_factory=set)
+    """Stages whose stage object has an ``append`` hook (input appended to a running request), reported at ready."""
 
     async def receive(self) -> None:
         assert self.plane is not None
@@ -89,6 +91,9 @@ class ResultRouter:
             voices = report.get("voices")
             if isinstance(voices, dict):
                 self.stage_voices.update({str(k): tuple(str(v) for v in vs) for k, vs in voices.items() if isinstance(vs, list)})
+            appendable = report.get("append")
+            if isinstance(appendable, list):
+                self.stage_append.update(str(s) for s in appendable)
             # where a worker on another node listens (None on one host)
             await self.backend.ready(h[E.SRC], report.get("endpoint"), self.control.send)
             self.on_ready(h[E.SRC])

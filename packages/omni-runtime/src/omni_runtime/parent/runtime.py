@@ -36,7 +36,7 @@ from .. import envelope as E
 from ..control import ControlSender
 from ..distributed.launch import RendezvousBook
 from ..distributed.topology import group_health
-from ..errors import RequestFailed, RuntimeNotRunning, StartupError
+from ..errors import AppendRefused, RequestFailed, RuntimeNotRunning, StartupError
 from ..launch import Backend, LaunchedWorker, RunSetup, WorkerLaunch, backend_named
 from ..launch.registry import placement_notes
 from ..routing import ReplicaChooser, Router, instance_pairs
@@ -44,7 +44,7 @@ from ..supervision import STARTING, HeartbeatWatch, Supervisor
 from ..worker.options import WorkerOptions
 from .admission import Admission, AdmissionLimits
 from .handle import RequestHandle
-from .requests import RequestTable
+from .requests import Inflight, RequestTable
 from .results import ResultRouter
 from .sync import SyncRuntime
 from .watch import STATUS_READY, STATUS_STARTING, STATUS_UNHEALTHY, InstanceWatch, serving_status
@@ -318,7 +318,29 @@ class Runtime:
             raise RuntimeNotRunning("the runtime is not accepting requests (not started, stopping or stopped)")
         assert self._loop is not None
         req = await self.admission.admit(data, timeout, self._loop)
-        return RequestHandle(self.table, req)
+        return RequestHandle(self.table, req, self._append)
+
+    def supports_append(self) -> bool:
+        """Whether the entry stage takes input appended to a running request (``RequestHandle.append``): its
+        stage object has an ``append`` hook, as its worker reported at ready (False before ready)."""
+        return self.topology.entry_stage in self.results.stage_append
+
+    async def _append(self, req: Inflight, data: Any, final: bool) -> None:
+        """Send one piece of input to the process(es) running ``req``'s entry stage, on the route a cancel
+        takes (the same outbox as the entry payload, so the pieces arrive after it and in order)."""
+        entry = self.topology.entry_stage
+        if not self.supports_append():
+            raise AppendRefused(
+                f"the model's entry stage {entry!r} does not take appended input (its stage object has no append hook); "
+                "send the whole input in one request", reason="not_supported")
+        header = E.header(E.APPEND, rid=req.rid, stage=entry, has_data=True)
+        if final:
+            header[E.FINAL] = True
+        for target in self.router.targets(entry, req.binding):
+            if not await self.control.send(target.instance, header, data, timeout=self.send_timeout):
+                if req.future.done():
+                    raise AppendRefused(f"request {req.rid} has finished; its input can no longer grow", reason="finished")
+                raise RequestFailed(f"could not send appended input to process {target.instance}", kind="unavailable")
 
     async def __aenter__(self) -> Runtime:
         await self.start()

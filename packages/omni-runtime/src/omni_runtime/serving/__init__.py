@@ -9,7 +9,7 @@ metric are documented in the package README ("Serving"). Modules: ``request``
 ``encoders`` (PyAV containers), ``guard`` (connection limits), ``metrics``,
 ``page`` (``/`` and ``/v1/topology``), ``voices`` (what the server reads from
 the pipeline before it starts). Voice agents (docs/voice-agents.md): ``ws_stream``
-(the WebSocket) with ``segmenter``, ``ws_access`` and ``resampling``, ``voices_api`` and ``voice_store`` (uploaded
+(the WebSocket's reader) with ``ws_synthesis`` (its audio), ``ws_items``, ``segmenter``, ``ws_access`` and ``resampling``, ``voices_api`` and ``voice_store`` (uploaded
 voices), ``batch``, wired by ``voice_agent``.
 """
 

@@ -101,6 +101,11 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
                     return
             in_body = self._body_started is not None
             super().data_received(data)
+            if self.transport.get_protocol() is not self:
+                # upgraded to a WebSocket: its protocol owns the connection from now on (h11 still sees the
+                # upgrade request's body as pending, and a body deadline would close the socket mid-session)
+                self._disarm_deadline()
+                return
             if self.cycle is not None and self.cycle is not cycle:  # a head completed: its app task has not run yet
                 self.cycle.scope.setdefault("extensions", {})[HEAD_AT] = received_at
             state = self.conn.their_state

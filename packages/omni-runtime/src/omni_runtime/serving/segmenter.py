@@ -128,3 +128,45 @@ class TextSegmenter:
         clauses = [m.end() for m in _CLAUSE.finditer(text, 0, limit)]
         cut = clauses[-1] if clauses else text.rfind(" ", 0, limit) + 1
         return text[: cut if cut > 0 else limit]
+
+
+_LAST_GAP = re.compile(r"\s+\S*$")
+
+
+class WordPieces:
+    """Cut text that arrives in pieces at word boundaries, for a model that takes text while it generates.
+
+    True append (docs/voice-agents.md) does not wait for a clause: every word is handed out
+    as soon as the next one begins. A piece ends before the whitespace that starts the next
+    word, so every piece after the first begins with its space and a byte-level BPE tokeniser
+    (which joins a space to the word after it) makes the tokens of the whole text from the
+    pieces. ``flush`` hands out the rest; concatenating every piece gives back the input.
+    """
+
+    def __init__(self, limits: SegmentLimits | None = None) -> None:
+        self.limits = limits or SegmentLimits()
+        self._pending = ""
+
+    @property
+    def pending(self) -> str:
+        return self._pending
+
+    def feed(self, delta: str) -> list[str]:
+        """Add ``delta``; the complete words it made (one piece, or none)."""
+        self._pending += delta
+        gap = _LAST_GAP.search(self._pending)
+        cut = gap.start() if gap is not None else 0
+        if cut == 0 and len(self._pending) > self.limits.max_segment_chars:
+            cut = self.limits.max_segment_chars  # no space at all: cut hard rather than hold it back
+        if cut == 0:
+            return []
+        piece, self._pending = self._pending[:cut], self._pending[cut:]
+        return [piece]
+
+    def flush(self) -> list[str]:
+        out, self._pending = self._pending, ""
+        return [out] if out else []
+
+    def reset(self) -> str:
+        dropped, self._pending = self._pending, ""
+        return dropped

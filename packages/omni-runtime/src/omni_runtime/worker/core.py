@@ -25,7 +25,7 @@ from .. import envelope as E
 from ..routing import Router
 from .build import BuiltStages, StageBuildError, build_stages
 from .dispatch import InboxDispatcher
-from .facts import stage_facts
+from .facts import append_facts, stage_facts
 from .forward import Forwarder
 from .host import WorkerHost
 from .options import WorkerOptions
@@ -86,7 +86,7 @@ class Worker:
                 forwarder.delivery = runner
                 dispatcher = InboxDispatcher(self.plane, self.requests, runner)
                 endpoint = self.plane.endpoint() if hasattr(self.plane, "endpoint") else None  # where peers on other nodes reach us
-                ready = {"endpoint": endpoint, **stage_facts(self.topology, self.instance)}
+                ready = {"endpoint": endpoint, **stage_facts(self.topology, self.instance), **append_facts(self.stages.adapters)}
                 await to_parent.send(E.header(E.READY, src=self.name, has_data=True), ready)
                 beating = loop.create_task(self._heartbeat(forwarder)) if self.options.heartbeat_interval > 0 else None
                 try:

@@ -4,7 +4,8 @@ Messages of one request are handled in arrival order. A payload for a stage
 goes to the stage runner; a streamed chunk goes to the consumer's
 :class:`ChunkChannel` (the runner starts the consumer on the first one); a
 cancel aborts the request everywhere in this process; credit opens a
-producer's gate; a peer list or a peer's death goes to the plane. Messages for
+producer's gate; appended input goes to its stage's ``append`` hook; a peer list
+or a peer's death goes to the plane. Messages for
 a request that finished here are dropped (and their shared memory released).
 """
 
@@ -117,6 +118,8 @@ class InboxDispatcher:
                 if gate is not None:
                     gate.grant(int(h.get(E.COUNT, 0)))
             return None
+        if kind == E.APPEND:
+            return self._on_append(msg, rid)
         if kind == E.PEER_DIED:
             msg.discard()
             self.plane.peer_died(h.get(E.SRC, ""))
@@ -139,6 +142,28 @@ class InboxDispatcher:
         except Exception as exc:  # noqa: BLE001 - a malformed or stale message fails its request only
             return self._fail_receive(msg, exc)
         self._deliver(h, rid, kind, data, has_data)
+        return None
+
+    def _on_append(self, msg: Message, rid: str) -> Coroutine[Any, Any, None] | None:
+        """Input appended to a running request: its stage's ``append(request_id, data, final)`` hook, called on
+        this event loop (it must be quick). A request that already finished here drops it (its result is on its
+        way); a hook that raises, or a stage without one, fails the request."""
+        req = self.requests.get(rid)
+        if req is None or self.requests.is_finished(rid):
+            msg.discard()
+            return None
+        h = msg.header
+        stage = h.get(E.STAGE, "")
+        adapter = self.runner.stages.adapters.get(stage)
+        hook = getattr(adapter.obj, "append", None) if adapter is not None else None
+        try:
+            data = msg.payload() if h.get(E.HAS_DATA) else None
+            if not callable(hook):
+                raise TypeError(f"stage {stage} takes no appended input (its stage object has no append hook)")
+            hook(rid, data, bool(h.get(E.FINAL, False)))
+        except Exception as exc:  # noqa: BLE001 - a refused piece fails its request only
+            msg.discard()
+            return self.runner.fail(req, stage, exc, what="append")
         return None
 
     async def _decode_and_deliver(self, msg: Message) -> None:

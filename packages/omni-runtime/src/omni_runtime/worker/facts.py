@@ -24,3 +24,9 @@ def stage_facts(topology: CompiledTopology, instance: ProcessInstance) -> dict[s
         if isinstance(listed, (list, tuple, dict)) and all(isinstance(v, str) for v in listed):
             voices[placement.stage] = list(listed)
     return {"voices": voices}
+
+
+def append_facts(adapters: dict[str, Any]) -> dict[str, Any]:
+    """``{"append": [stages]}``: this instance's stages whose stage object has a callable ``append``
+    hook (input appended to a running request; ``Runtime.supports_append``)."""
+    return {"append": sorted(name for name, adapter in adapters.items() if callable(getattr(adapter.obj, "append", None)))}
