@@ -256,3 +256,11 @@ def bench_tp(session: nox.Session) -> None:
     _install(session, "omni-models", extras="")
     session.install(*CONSTRAINTS, "psutil")
     session.run("python", "benchmarks/tp_bench.py", *session.posargs)
+
+
+@nox.session
+def bench_overload(session: nox.Session) -> None:
+    """Overload benchmark (not default): 10x the sustainable rate against --max-inflight; 429 latency client-side and server-side, admitted latency, the client's ceiling."""
+    _install(session, "omni-models", extras="")
+    session.install(*CONSTRAINTS, "h11", "httpx", "psutil")
+    session.run("python", "benchmarks/overload_bench.py", *session.posargs)

@@ -37,8 +37,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import psutil
@@ -55,6 +57,7 @@ HANG_MARGIN_S = 10.0
 CEILING_S = 3.0
 """Seconds the client drives the trivial server per concurrency, to print its own ceiling."""
 TEXT = "The quick brown fox jumps over the lazy dog."
+T = TypeVar("T")
 
 
 @dataclass
@@ -189,16 +192,21 @@ async def closed_loop(client: httpx.AsyncClient, url: str, concurrency: int, sec
 async def open_loop(client: httpx.AsyncClient, url: str, rate: float, seconds: float, timeout: float, outstanding: int, lean: bool = True) -> tuple[list[Outcome], int]:
     """Requests at ``rate`` for ``seconds``; at most ``outstanding`` open at once (one client process cannot hold
     more without measuring itself instead of the server): a request due while the client is full is not sent (counted)."""
+    return await paced(rate, seconds, outstanding, lambda: lean_request(url, timeout) if lean else one_request(client, url, timeout))
+
+
+async def paced(rate: float, seconds: float, outstanding: int, send: Callable[[], Awaitable[T]]) -> tuple[list[T], int]:
+    """``send()`` at ``rate`` per second for ``seconds`` (an open loop); one due while ``outstanding`` are open is skipped (counted)."""
     tasks = []
     began = time.monotonic()
     due_count = 0
     skipped = 0
     open_now = [0]
 
-    async def tracked() -> Outcome:
+    async def tracked() -> T:
         open_now[0] += 1
         try:
-            return await (lean_request(url, timeout) if lean else one_request(client, url, timeout))
+            return await send()
         finally:
             open_now[0] -= 1
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -105,6 +106,40 @@ def test_a_refused_request_keeps_its_connection_for_the_next_one(guarded_server,
         refused = client.post("/v1/audio/speech", json={**SPEECH_BODY, "input": "one too many"})
         assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
         assert client.get("/health").status_code == 200  # same keep-alive connection: the unread body was discarded
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+def test_a_refusal_is_timed_from_its_head_and_the_loop_lag_is_exported(guarded_server, tmp_path: Path):
+    before = httpx.get(f"{guarded_server.url}/metrics", timeout=CLIENT_WAIT_S).text
+    with _two_held(guarded_server, tmp_path):
+        refused = httpx.post(f"{guarded_server.url}/v1/audio/speech", json={**SPEECH_BODY, "input": "refused"}, timeout=CLIENT_WAIT_S)
+        assert refused.status_code == 429
+    after = httpx.get(f"{guarded_server.url}/metrics", timeout=CLIENT_WAIT_S).text
+    for part in ("total", "queued"):
+        name = f'omni_overload_refusal_seconds_count{{part="{part}"}}'
+        assert _metric(after, name) == _metric(before, name) + 1, part
+    total, queued = (_metric(after, f'omni_overload_refusal_seconds_sum{{part="{p}"}}') for p in ("total", "queued"))
+    assert 0 <= queued <= total
+    assert _metric(after, "omni_event_loop_lag_seconds_count") > _metric(before, "omni_event_loop_lag_seconds_count")
+
+
+def test_workers_run_below_the_servers_cpu_priority(guarded_server):
+    import psutil
+
+    server_nice = psutil.Process(guarded_server.proc.pid).nice()
+    workers = [p for p in psutil.Process(guarded_server.proc.pid).children(recursive=True) if "omni_runtime.worker" in " ".join(p.cmdline())]
+    assert workers
+    for worker in workers:  # every thread of a worker, the ones torch starts included
+        assert {psutil.Process(worker.pid).nice()} | {os.getpriority(os.PRIO_PROCESS, t.id) for t in worker.threads()} == {min(19, server_nice + 10)}
+
+
+def test_worker_nice_is_a_documented_serve_flag():
+    result = run_omni("serve", "--help")
+    entry = " ".join(result.stdout.split()).split("--worker-nice 0-19", 2)[2].split(" --", 1)[0]
+    assert "(default: 10)" in entry and "429" in entry
 
 
 def test_a_flood_of_trickling_bodies_at_the_connection_cap_leaves_health_and_requests_reachable(guarded_server):

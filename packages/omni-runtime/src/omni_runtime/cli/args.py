@@ -41,7 +41,8 @@ def backend_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
         if importlib.util.find_spec("ray") is None:
             raise UserError("error: --backend ray\n  rule: Ray is not installed in this environment\n  fix:  pip install 'omni-runtime[ray]'")
-    return {"backend": backend, "ray_address": address}
+    nice = getattr(args, "worker_nice", None)
+    return {"backend": backend, "ray_address": address, **({"worker_nice": nice} if backend == "local" and nice is not None else {})}
 
 
 def positive_int(text: str) -> int:

@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
+    from ..launch.local import DEFAULT_WORKER_NICE
     from ..serving.gate import DEFAULT_MAX_INFLIGHT
 
     serve = _subparser(sub, "serve", "serve the pipeline over HTTP (POST /v1/audio/speech, /v1/models, /health, /metrics)")
@@ -109,6 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="speech requests in flight at most, checked when a request's headers arrive: "
         "past it the server answers 429 with Retry-After at once, before reading the body (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--worker-nice",
+        type=int,
+        choices=range(20),
+        default=DEFAULT_WORKER_NICE,
+        metavar="0-19",
+        help="local backend: worker processes run this much below the server's CPU priority, so accepting, "
+        "refusing (429) and routing never wait behind compute on a busy host; 0 for equal priority (default: %(default)s)",
     )
     serve.add_argument(
         "--shutdown-grace",

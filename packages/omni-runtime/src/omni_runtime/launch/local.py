@@ -9,13 +9,23 @@ a killed worker is noticed at once; the child is reaped when it is noticed.
 Children stay in the parent's process group, so a terminal's Ctrl-C or a
 group SIGTERM reaches them too (workers ignore SIGINT and report SIGTERM to
 the parent instead of dying).
+
+Workers run at a lower CPU priority than the parent (``worker_nice``, default
+:data:`DEFAULT_WORKER_NICE`, ``omni serve --worker-nice``): the parent is the
+control plane (accepting connections, admitting or refusing requests, routing
+results) and must not queue behind compute when the machine's cores are busy.
+On a GPU server the workers wait on the GPU and lose nothing; on a saturated
+CPU host the parent's event loop stays responsive (Ray runs its workers at
+niceness 15 for the same reason).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -23,6 +33,9 @@ import threading
 from .. import logs
 from .backend import Backend, LaunchedWorker
 from .spec import ExitInfo, WorkerLaunch
+
+DEFAULT_WORKER_NICE = 10
+"""How much lower than the parent's a worker's CPU priority is (added to its nice value, 0-19)."""
 
 
 class LocalWorker(LaunchedWorker):
@@ -112,15 +125,22 @@ class LocalBackend(Backend):
 
     name = "local"
 
-    def __init__(self, **options: object) -> None:
+    def __init__(self, worker_nice: int = DEFAULT_WORKER_NICE, **options: object) -> None:
         if options:
-            raise ValueError(f"the local backend takes no options, got {', '.join(sorted(options))}")
+            raise ValueError(f"the local backend takes only worker_nice, got {', '.join(sorted(options))}")
+        if not 0 <= worker_nice <= 19:
+            raise ValueError(f"worker_nice must be 0 to 19, got {worker_nice}")
         self.workers: list[LocalWorker] = []
+        nice = shutil.which("nice") if worker_nice else None
+        if worker_nice and nice is None:
+            logging.getLogger("omni.runtime").warning("worker_nice %d: no `nice` program on PATH, workers run at the parent's CPU priority", worker_nice)
+        # `nice` execs the worker (same pid), so every thread it starts inherits the priority
+        self._command = [*([nice, "-n", str(worker_nice)] if nice else []), sys.executable, "-m", "omni_runtime.worker"]
 
     async def launch(self, launch: WorkerLaunch) -> LocalWorker:
         loop = asyncio.get_running_loop()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "omni_runtime.worker"],
+            self._command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -69,6 +69,37 @@ class RayConnectError(Exception):
         )
 
 
+class RayAuthError(RayConnectError):
+    """The cluster answers but refuses this process's token (Ray 2.60's token authentication): one line and the fix."""
+
+    def __init__(self, address: str) -> None:
+        Exception.__init__(
+            self,
+            f"error: --ray-address {address}: the Ray cluster there refused this process's authentication token "
+            f"(RAY_AUTH_MODE={os.environ.get('RAY_AUTH_MODE', 'unset')})\n"
+            "  fix:  export RAY_AUTH_MODE=token and the cluster's token where omni runs: RAY_AUTH_TOKEN=<token>, "
+            "or ~/.ray/auth_token copied from the head (ray get-auth-token prints it there)",
+        )
+
+
+def _authenticated_or_raise(address: str) -> None:
+    """One GCS call before ``ray.init``: a refused token is one error line at once (``ray.init`` would
+    retry for seconds, logging every try, then report that nothing answers)."""
+    if address == "auto" or "://" in address:
+        return
+    try:
+        from ray._raylet import GcsClient
+        from ray.exceptions import AuthenticationError
+    except ImportError:  # another Ray: ray.init judges
+        return
+    try:
+        GcsClient(address=address).internal_kv_get(b"omni-auth-probe", None, timeout=CONNECT_TIMEOUT_S)
+    except AuthenticationError:
+        raise RayAuthError(address) from None
+    except Exception:  # anything else: ray.init says what is wrong
+        return
+
+
 def _reachable_or_raise(address: str) -> None:
     """A TCP connect to HOST:PORT within :data:`CONNECT_TIMEOUT_S`; ``auto`` and ``ray://`` are left to Ray."""
     import socket
@@ -99,6 +130,7 @@ def connect(address: str | None) -> bool:
         return False
     if address:
         _reachable_or_raise(address)
+        _authenticated_or_raise(address)
         try:
             ray.init(address=address, namespace=NAMESPACE, logging_level="WARNING")
         except (ConnectionError, RuntimeError, ValueError) as exc:  # Ray's words, on one line, not its traceback
@@ -131,6 +163,17 @@ def infeasible(ray_plan: RayPlan, nodes: list[dict[str, Any]]) -> list[tuple[str
                 "start a node offering it (ray start --resources '{...}') or change processes.<process>.ray.resources"
             )
             problems.append((request.instance, f"instance {request.instance} needs {{{missing}}} on one node; no alive node offers that (the cluster offers: {', '.join(offered)}); {fix}"))
+    flagged = {name for name, _why in problems}
+    for key in sorted({k for request in ray_plan.actors for k in request.resources}):
+        # a custom resource is a count each instance holds while it runs: together they must fit what the nodes offer
+        takers = [r for r in ray_plan.actors if r.resources.get(key) and r.instance not in flagged]
+        wanted = sum(r.resources[key] for r in takers)
+        total = sum(n.get("Resources", {}).get(key, 0.0) for n in alive)
+        if len(takers) > 1 and total and wanted > total:
+            names = ", ".join(r.instance for r in takers)
+            problems.append((takers[-1].instance, f"instances {names} need {key}: {wanted:g} together, the cluster offers {total:g} "
+                                                  f"(each instance holds its units while it runs); start the nodes with more "
+                                                  f"(ray start --resources '{{\"{key}\": {int(-(-wanted // 1))}}}') or ask for less"))
     return problems
 
 

@@ -12,6 +12,13 @@ unread body and keeps the connection alive). Requests admitted together at
 the head may overshoot by the few whose bodies are still arriving; the
 runtime's own bound (the same number) refuses those.
 
+A refusal is timed from the moment its head came off the socket (stamped by the
+connection protocol, :data:`.guard.HEAD_AT`) to the moment its 429 was handed to
+the socket: ``omni_overload_refusal_seconds{part="total"}``, the server's own share
+of what a refused client waits (the rest is the client and the kernel); its
+``part="queued"`` is the time until this gate first ran (the event loop busy
+with other work, or the process waiting for a CPU).
+
 A request without the server's API key is passed on untouched (the app answers
 401 and takes no slot), so a refusal never tells an unauthenticated client more
 than the 401 would.
@@ -27,8 +34,10 @@ import uuid
 from typing import Any
 
 from .errors import RETRY_AFTER_S, error_body
+from .guard import HEAD_AT
 
 access_log = logging.getLogger("omni.access")
+REFUSAL_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 DEFAULT_MAX_INFLIGHT = 64
 """``omni serve``'s default bound on speech requests in flight (``--max-inflight``)."""
 
@@ -47,13 +56,22 @@ class AdmissionGate:
             type="rate_limit_error", code="overloaded",
         )
         self._body = json.dumps(body).encode()
+        self.refusal_seconds = None
+        if metrics is not None and getattr(metrics, "registry", None) is not None:
+            from prometheus_client import Histogram
+
+            self.refusal_seconds = Histogram(
+                "omni_overload_refusal_seconds",
+                "A refused request (--max-inflight): total, from its head off the socket to its 429 handed to the socket; queued, until the gate ran.",
+                ["part"], buckets=REFUSAL_BUCKETS, registry=metrics.registry,
+            )
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST" or not self._gated(scope):
             await self.app(scope, receive, send)
             return
         if self.inflight >= self.limit and self._authorized(scope):
-            await self._refuse(scope, send)
+            await self._refuse(scope, send, time.perf_counter())
             return
         taken = False
 
@@ -85,8 +103,8 @@ class AdmissionGate:
         given = next((value for name, value in scope.get("headers", ()) if name == b"authorization"), b"")
         return hmac.compare_digest(given, self._expected)
 
-    async def _refuse(self, scope: Any, send: Any) -> None:
-        started = time.perf_counter()
+    async def _refuse(self, scope: Any, send: Any, reached: float) -> None:
+        started = scope.get("extensions", {}).get(HEAD_AT) or reached
         request_id = next((value for name, value in scope.get("headers", ()) if name == b"x-request-id"), b"")
         if not request_id or len(request_id) > 128 or not request_id.isascii() or b" " in request_id:
             request_id = uuid.uuid4().hex.encode()
@@ -98,7 +116,11 @@ class AdmissionGate:
         ]
         await send({"type": "http.response.start", "status": 429, "headers": headers})
         await send({"type": "http.response.body", "body": self._body})
+        took = time.perf_counter() - started
         if self.metrics is not None:
-            self.metrics.observe_request(self.path, 429, time.perf_counter() - started)
-        access_log.info("POST %s 429 %.3fs model=- chars=- audio_s=- error=overloaded", self.path, time.perf_counter() - started,
+            self.metrics.observe_request(self.path, 429, took)
+        if self.refusal_seconds is not None:
+            self.refusal_seconds.labels(part="total").observe(took)
+            self.refusal_seconds.labels(part="queued").observe(reached - started)
+        access_log.info("POST %s 429 %.3fs model=- chars=- audio_s=- error=overloaded", self.path, took,
                         extra={"status": 429, "request_id": request_id.decode("ascii", "replace")})

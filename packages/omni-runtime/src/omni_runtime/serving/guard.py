@@ -15,6 +15,10 @@
   request, and ``accept()`` never meets EMFILE (which makes asyncio log a traceback per
   attempt). When every connection has a request in progress, the newcomer is closed at once.
 - **431** for a request head over ``max_header_bytes`` (h11 would answer a bare 400).
+- **Head arrival time**: each request's scope carries ``scope["extensions"][HEAD_AT]``, the
+  ``time.perf_counter()`` at which the read completing its head came off the socket, so the
+  admission gate can measure a refusal from there (queueing on a busy event loop included)
+  instead of from when its task first ran.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ BODY_GRACE_S = 1.0
 FD_RESERVE = 192
 """File descriptors kept free of HTTP connections: the runtime's sockets and shared memory, plus
 one accept burst (:data:`ACCEPT_BURST`) and the evicted connections not yet closed."""
+HEAD_AT = "omni.head_at"
+"""Scope extension: ``time.perf_counter()`` when the data completing the request's head was received."""
 ACCEPT_BURST = 64
 """Connections asyncio accepts per wake-up (the listen backlog it is given); bounded so a flood
 cannot take more descriptors than the reserve before the cap is checked."""
@@ -84,6 +90,8 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            received_at = time.perf_counter()
+            cycle = self.cycle
             if self.conn.their_state is h11.IDLE:
                 # h11 bounds only a head still incomplete: one that arrives whole is counted here
                 end = data.find(b"\r\n\r\n")
@@ -98,6 +106,8 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
                 # upgrade request's body as pending, and a body deadline would close the socket mid-session)
                 self._disarm_deadline()
                 return
+            if self.cycle is not None and self.cycle is not cycle:  # a head completed: its app task has not run yet
+                self.cycle.scope.setdefault("extensions", {})[HEAD_AT] = received_at
             state = self.conn.their_state
             if state is h11.SEND_BODY:
                 if in_body:

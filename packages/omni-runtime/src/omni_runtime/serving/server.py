@@ -195,6 +195,7 @@ async def serve_runtime(
     asyncio.get_running_loop().set_exception_handler(_AcceptErrors(asyncio.get_running_loop().get_exception_handler()))
     url = bound_url(sock)
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+    lag = asyncio.ensure_future(watch_loop_lag(app_metrics(app)))
     try:
         if start_runtime:
             announce(f"omni: listening on {url} while the pipeline starts (GET /health answers 503 'starting' until it is ready)")
@@ -202,12 +203,43 @@ async def serve_runtime(
         announce(f"omni: serving {', '.join(settings.models)} on {url} (OpenAI API at /v1/audio/speech, topology page at /)")
         await serving
     finally:
+        lag.cancel()
         if not serving.done():
             server.should_exit = True
             with contextlib.suppress(BaseException):
                 await serving
         sock.close()
         await runtime.shutdown(grace=options.shutdown_grace)
+
+
+LAG_PERIOD_S = 0.05
+LAG_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+
+
+def app_metrics(app: Any) -> Any:
+    """The ServingMetrics under the admission gate (or the bare app)."""
+    inner = getattr(app, "app", app)
+    return getattr(getattr(inner, "state", None), "metrics", None)
+
+
+async def watch_loop_lag(metrics: Any) -> None:
+    """``omni_event_loop_lag_seconds``: how late a timer due every 50 ms fires on the serving loop.
+
+    Every request's head, 429, body and response is handled on this one loop; its lag
+    is what a refused or admitted request waits before the server even looks at it
+    (CPU starvation of the server process, or a handler that blocks the loop).
+    """
+    registry = getattr(metrics, "registry", None)
+    if registry is None:
+        return
+    from prometheus_client import Histogram
+
+    histogram = Histogram("omni_event_loop_lag_seconds", "How late a 50 ms timer fires on the serving event loop.",
+                          buckets=LAG_BUCKETS, registry=registry)
+    while True:
+        due = time.perf_counter() + LAG_PERIOD_S
+        await asyncio.sleep(LAG_PERIOD_S)
+        histogram.observe(max(0.0, time.perf_counter() - due))
 
 
 class _AcceptErrors:
