@@ -1,5 +1,4 @@
-"""The README's two-node Ray steps, run as written: ``ray start --head``, ``ray start --address`` on a
-second node, both with Ray 2.60's token authentication, then ``omni topology`` and ``omni synthesize``
+"""The README's two-node Ray steps: ``ray start --head``, ``ray start --address`` on a second node, both with Ray 2.60's token authentication, then ``omni topology`` and ``omni synthesize``
 with ``--backend ray --ray-address`` placing the pipeline's processes on both nodes.
 
 Real processes only: two Ray nodes on this machine (each its own raylet, object store and ports,
@@ -7,10 +6,19 @@ Real processes only: two Ray nodes on this machine (each its own raylet, object 
 another cluster, and the ``omni`` CLI in subprocesses. ``ray stop`` would stop every Ray on the
 machine, someone else's included, so the nodes are stopped by what marks them as this test's: every
 process the two ``ray start`` calls spawned carries a unique environment variable.
+
+Loopback only: every Ray process runs with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (Ray's single-node mode, in which
+``--node-ip-address 127.0.0.1`` stays 127.0.0.1 and Ray's servers listen on it alone). With the variable at 1 (Linux's
+default) Ray's CLI replaces a loopback ``--address`` and ``--node-ip-address`` by the host's interface address
+(``services.resolve_ip_for_localhost``), so the nodes listen on all interfaces and dial that address: traffic outside
+127.0.0.0/8, which the machines this runs on (and CI) forbid. ``ray start --address`` refuses to run at 0, so the worker node's ``ray start``
+is Ray's own CLI with that one check lifted in the CLI process (``JOIN``); every other process sees 0. A sampler
+asserts that every TCP socket of the test's processes stays on loopback for the whole run.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import shutil
@@ -19,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import wave
 from pathlib import Path
@@ -28,6 +37,22 @@ import pytest
 pytestmark = pytest.mark.timeout(600)
 TESTS = Path(__file__).resolve().parents[1]
 MARK = "OMNI_TEST_RAY_START_RUN"
+# `ray start` (Ray's own CLI, ray.scripts.scripts:main) with two changes in its own process only: the check that refuses
+# `--address` in single-node mode is lifted, and a loopback address stays loopback, as it does in single-node mode
+# (without the second, the check's flag makes the CLI dial the host's interface address: the worker then waits on a
+# GCS at <host address>:<port> that listens on 127.0.0.1 only, until `ray start` times out).
+JOIN = [sys.executable, "-c", "\n".join([
+    "import sys",
+    "from ray._common.network_utils import get_localhost_ip",
+    "from ray._private import ray_constants, services",
+    "ray_constants.ENABLE_RAY_CLUSTER = True",
+    "services.get_node_ip_address = lambda address=None: get_localhost_ip()",
+    "if services.resolve_ip_for_localhost('127.0.0.1') != get_localhost_ip():",  # a Ray that resolves elsewhere
+    "    sys.exit('this Ray version resolves 127.0.0.1 another way: the loopback-only join does not hold')",
+    "from ray.scripts.scripts import main",
+    "sys.argv[0] = 'ray'",
+    "main()",
+])]
 PLACEMENT = [  # the reference pipeline split over three processes, on the two nodes
     "--stages.preprocessing.process", "front",
     "--stages.tts_engine.process", "engine",
@@ -83,6 +108,56 @@ def _stop(run: str) -> None:
             time.sleep(0.2)
 
 
+def _is_loopback(host: str) -> bool:
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False  # "*" or a name: not provably loopback
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+class LoopbackWatch:
+    """Samples every TCP socket of the test's processes once a second: a listener or a connection with an address
+    outside 127.0.0.0/8 (or ::1) is recorded. Sampling can miss a socket that lives under a second; it never
+    reports one that did not exist."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self.seen = 0  # sockets inspected, so an empty record means something was looked at
+        self.offending: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="loopback-watch", daemon=True)
+
+    def __enter__(self) -> LoopbackWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def sample(self) -> None:
+        import psutil
+
+        for pid in _ours(self.run):
+            try:
+                proc = psutil.Process(pid)
+                name, sockets = proc.name(), proc.net_connections(kind="tcp")
+            except (psutil.Error, OSError):
+                continue
+            for sock in sockets:
+                self.seen += 1
+                ends = [sock.laddr, *([sock.raddr] if sock.raddr else [])]
+                if not all(_is_loopback(end.ip) for end in ends):
+                    where = " -> ".join(f"{end.ip}:{end.port}" for end in ends)
+                    self.offending.append(f"{name} (pid {pid}) {sock.status} {where}")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(1.0):
+            self.sample()
+
+
 @pytest.fixture(scope="module")
 def two_nodes():
     ray_cli = shutil.which("ray")
@@ -99,8 +174,8 @@ def two_nodes():
         "RAY_AUTH_MODE": "token",
         "RAY_AUTH_TOKEN": token,
         "RAY_USAGE_STATS_ENABLED": "0",
-        # `ray start --address` refuses to run when this is 0 (Ray's single-node mode), so it is Linux's default here
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
+        # single-node mode keeps every Ray process on 127.0.0.1 (module docstring); JOIN lifts the CLI's check
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
         # the actors import omni and the test stages: the same Python environment on every node
         "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
     }
@@ -110,25 +185,27 @@ def two_nodes():
               "--disable-usage-stats", "--temp-dir", temp_dir]
     head = [ray_cli, "start", "--head", "--port", str(gcs), "--resources", '{"node_a": 4}', "--include-dashboard", "false",
             "--dashboard-port", str(dashboard), "--ray-client-server-port", str(client), *common, *_node_ports(ports[:6])]
-    worker = [ray_cli, "start", "--address", f"127.0.0.1:{gcs}", "--resources", '{"node_b": 4}', *common, *_node_ports(ports[6:12]),
+    worker = [*JOIN, "start", "--address", f"127.0.0.1:{gcs}", "--resources", '{"node_b": 4}', *common, *_node_ports(ports[6:12]),
               "--min-worker-port", str(20000 + gcs % 20000), "--max-worker-port", str(20000 + gcs % 20000 + 100)]
-    try:
-        for command in (head, worker):
-            started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
-            if started.returncode != 0:  # e.g. a sandbox that forbids Ray's ports: a reason, never a silent pass
-                why = f"{' '.join(command[1:3])} cannot run here (exit {started.returncode}):\n{started.stdout[-2000:]}\n{started.stderr[-3000:]}"
-                if os.environ.get("OMNI_REQUIRE_RAY"):
-                    pytest.fail(why)
-                pytest.skip(why)
-        yield {"address": f"127.0.0.1:{gcs}", "env": env, "token": token}
-    finally:
-        _stop(run)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    with LoopbackWatch(run) as watch:
+        try:
+            for step, command in (("ray start --head", head), ("ray start --address", worker)):
+                started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+                if started.returncode != 0:  # e.g. a sandbox that forbids Ray's ports: a reason, never a silent pass
+                    why = f"{step} cannot run here (exit {started.returncode}):\n{started.stdout[-2000:]}\n{started.stderr[-3000:]}"
+                    if os.environ.get("OMNI_REQUIRE_RAY"):
+                        pytest.fail(why)
+                    pytest.skip(why)
+            yield {"address": f"127.0.0.1:{gcs}", "env": env, "token": token, "watch": watch}
+        finally:
+            watch.sample()
+            _stop(run)
+            shutil.rmtree(temp_dir, ignore_errors=True)
     assert not _ours(run), "processes of the test's Ray nodes outlived the test"
+    assert not watch.offending, f"sockets of the test's Ray processes off loopback: {sorted(set(watch.offending))[:20]}"
 
 
 def _omni(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # the driver joins on 127.0.0.1, as the README's `omni serve` on a node
     return subprocess.run([sys.executable, "-m", "omni_runtime.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
@@ -183,3 +260,11 @@ def test_instances_asking_together_for_more_than_a_node_offers_fail_at_startup(t
     assert result.returncode != 0
     assert "instances front, engine need node_b: 6 together, the cluster offers 4" in result.stderr, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
+
+
+def test_every_socket_of_both_nodes_stays_on_loopback(two_nodes):
+    """Runs last: the sampler has watched both nodes start and serve the tests above."""
+    watch = two_nodes["watch"]
+    watch.sample()
+    assert watch.seen > 0, "no TCP socket of the test's Ray processes was ever seen: the check could not decide"
+    assert not watch.offending, sorted(set(watch.offending))[:20]
