@@ -1,5 +1,6 @@
-"""The README's two-node Ray steps: ``ray start --head``, ``ray start --address`` on a second node, both with Ray 2.60's token authentication, then ``omni topology`` and ``omni synthesize``
-with ``--backend ray --ray-address`` placing the pipeline's processes on both nodes.
+"""The README's two-node Ray steps: ``ray start --head``, ``ray start --address`` on a second node, both with
+Ray 2.60's token authentication, then ``omni topology`` and ``omni synthesize`` with ``--backend ray --ray-address``
+placing the pipeline's processes on both nodes.
 
 Real processes only: two Ray nodes on this machine (each its own raylet, object store and ports,
 ``--node-ip-address 127.0.0.1``), a private temp dir and private ports so it never joins or disturbs
