@@ -144,7 +144,8 @@ class LoopbackWatch:
         for pid in _ours(self.run):
             try:
                 proc = psutil.Process(pid)
-                name, sockets = proc.name(), proc.net_connections(kind="tcp")
+                sockets_of = getattr(proc, "net_connections", None) or proc.connections  # psutil < 6 has only the latter
+                name, sockets = proc.name(), sockets_of(kind="tcp")
             except (psutil.Error, OSError):
                 continue
             for sock in sockets:
