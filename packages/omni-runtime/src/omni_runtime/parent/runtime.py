@@ -75,6 +75,7 @@ class Runtime:
         log_level: str | None = None,
         log_format: str = "text",
         heartbeat_timeout: float | None = 30.0,
+        arrays: str = "torch",
         **backend_options: Any,
     ) -> None:
         """``topology``: a :class:`CompiledTopology` or a ``PipelineConfig`` (compiled here, once).
@@ -89,7 +90,13 @@ class Runtime:
         ``heartbeat_timeout``: a ready worker that sent no heartbeat for this many seconds
         (frozen, or a stage blocking its event loop) is killed and restarted under its
         policy, its requests failed at once (``process_died``); None turns it off.
+        ``arrays``: what tensors in results and streamed chunks are, ``"torch"`` (the
+        default: what the stages produced) or ``"numpy"`` (``omni serve``: this process
+        then never imports torch).
         """
+        if arrays not in ("torch", "numpy"):
+            raise ValueError(f"arrays must be 'torch' or 'numpy', got {arrays!r}")
+        self.arrays = arrays
         if isinstance(backend, str):
             backend_options = {k: v for k, v in backend_options.items() if v is not None}
             backend = backend_named(backend, **backend_options)
@@ -170,7 +177,7 @@ class Runtime:
         from .run_guard import RunGuard
 
         self._loop = asyncio.get_running_loop()
-        # The data plane's codec loads torch: seconds on a busy host. Import it off the event loop
+        # The data plane (zmq, numpy; torch too with arrays="torch") takes a while on a busy host. Import it off the event loop
         # so a server that already listens keeps answering /health ("starting") meanwhile.
         await self._loop.run_in_executor(None, importlib.import_module, "omni_runtime.plane")
         from ..transport import RunDir
@@ -189,7 +196,7 @@ class Runtime:
         for note in placement_notes(self.backend_name, self.topology):
             self.log(note)
         try:
-            setup = RunSetup(self.topology, self.options, self.startup_timeout, self.send_timeout)
+            setup = RunSetup(self.topology, self.options, self.startup_timeout, self.send_timeout, self.arrays)
             self._plane = await self.backend.open(run, setup)
             self.control.attach(self._plane)
             self.admission.plane = self.results.plane = self._plane
