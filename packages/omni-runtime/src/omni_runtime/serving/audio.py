@@ -87,19 +87,6 @@ def concat(parts: list[PcmAudio]) -> PcmAudio:
     return PcmAudio(np.concatenate([p.samples for p in parts], axis=0), first.sample_rate)
 
 
-def encode(audio: PcmAudio, fmt: str) -> bytes:
-    """A complete file in ``fmt`` (one of :data:`AUDIO_FORMATS`)."""
-    if fmt == "pcm":
-        return audio.to_bytes()
-    if fmt == "wav":
-        data = audio.to_bytes()
-        return wav_header(audio.sample_rate, audio.channels, len(data)) + data
-    if fmt in AUDIO_FORMATS:
-        from .encoders import encode_file
-
-        return encode_file(audio, fmt)
-    raise AudioError(f"unsupported audio format {fmt!r}; supported: {', '.join(AUDIO_FORMATS)}")
-
 
 def wav_header(sample_rate: int, channels: int, data_bytes: int | None = None) -> bytes:
     """A 44-byte PCM16 WAV header; ``data_bytes=None`` gives the streaming form.
