@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import envelope as E
-from ..control import ControlSender
+from ..control import ControlSender, add_reported
 from ..errors import RequestFailed, StageConfigError, StartupError
 from ..launch import Backend, ExitInfo
 from ..routing import Router
@@ -56,6 +57,8 @@ class ResultRouter:
     heartbeats: HeartbeatWatch | None = None
     stage_voices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """``VOICES`` of each stage's factory module, as its worker reported at ready."""
+    worker_control_failures: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    """Control messages workers could not send, by (sending instance, kind, peer), from their heartbeats."""
 
     async def receive(self) -> None:
         assert self.plane is not None
@@ -102,7 +105,10 @@ class ResultRouter:
                 self.on_startup_error(h[E.SRC], h.get(E.STAGE) or None, report if isinstance(report, str) else "")
             return
         if kind == E.HEARTBEAT:
-            msg.discard()
+            if h.get(E.HAS_DATA):
+                add_reported(self.worker_control_failures, str(h.get(E.SRC, "")), msg.payload())
+            else:
+                msg.discard()
             if self.heartbeats is not None:
                 self.heartbeats.beat(h.get(E.SRC, ""))
             return

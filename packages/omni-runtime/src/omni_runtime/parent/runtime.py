@@ -361,12 +361,19 @@ class Runtime:
 
     def supervision(self) -> dict[str, Any]:
         """Restarts by (instance, reason), each start's seconds to ready, and control messages that could not
-        be sent by (kind, peer), for ``/metrics``."""
+        be sent by (kind, peer): the parent's own, and the workers' by (sender, kind, peer) as their heartbeats
+        reported them, for ``/metrics``."""
         failures = self.control.counts()
+        from_workers = dict(self.results.worker_control_failures)
         if self.supervisor is None:
-            return {"restarts": {}, "ready_seconds": [], "control_failures": failures}
+            return {"restarts": {}, "ready_seconds": [], "control_failures": failures, "worker_control_failures": from_workers}
         stats = self.supervisor.stats
-        return {"restarts": dict(stats.restarts), "ready_seconds": list(stats.ready_seconds), "control_failures": failures}
+        return {
+            "restarts": dict(stats.restarts),
+            "ready_seconds": list(stats.ready_seconds),
+            "control_failures": failures,
+            "worker_control_failures": from_workers,
+        }
 
     def queue_depths(self) -> dict[str, int]:
         """In-flight requests bound to each process instance."""
