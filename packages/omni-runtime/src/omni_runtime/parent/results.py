@@ -57,6 +57,8 @@ class ResultRouter:
     heartbeats: HeartbeatWatch | None = None
     stage_voices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """``VOICES`` of each stage's factory module, as its worker reported at ready."""
+    stage_limits: dict[str, dict[str, int]] = field(default_factory=dict)
+    """``REQUEST_LIMITS`` each stage declared (``max_input_chars``, ``sample_rate``), as its worker reported at ready."""
     worker_control_failures: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     """Control messages workers could not send, by (sending instance, kind, peer), from their heartbeats."""
 
@@ -92,6 +94,11 @@ class ResultRouter:
             voices = report.get("voices")
             if isinstance(voices, dict):
                 self.stage_voices.update({str(k): tuple(str(v) for v in vs) for k, vs in voices.items() if isinstance(vs, list)})
+            limits = report.get("limits")
+            if isinstance(limits, dict):
+                self.stage_limits.update(
+                    {str(k): {str(n): v for n, v in d.items() if type(v) is int} for k, d in limits.items() if isinstance(d, dict)}
+                )
             # where a worker on another node listens (None on one host)
             await self.backend.ready(h[E.SRC], report.get("endpoint"), self.control.send)
             self.on_ready(h[E.SRC])

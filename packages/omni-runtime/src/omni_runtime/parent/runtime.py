@@ -324,6 +324,7 @@ class Runtime:
                 raise RuntimeNotRunning("the runtime is shutting down and admits no new requests")
             raise RuntimeNotRunning("the runtime is not accepting requests (not started, stopping or stopped)")
         assert self._loop is not None
+        self._check_limits(data)
         req = await self.admission.admit(data, timeout, self._loop)
         return RequestHandle(self.table, req)
 
@@ -392,6 +393,25 @@ class Runtime:
             if stage in reported:
                 return reported[stage]
         return ()
+
+    def request_limits(self) -> dict[str, int]:
+        """What the entry stage declared it accepts (``REQUEST_LIMITS`` of its module or stage object:
+        ``max_input_chars``, ``sample_rate``), as its worker reported at ready; empty when it declares none."""
+        return dict(self.results.stage_limits.get(self.topology.entry_stage, {}))
+
+    def _check_limits(self, data: Any) -> None:
+        """Refuse here, without a round trip to a worker, a request the entry stage declared it would refuse."""
+        most = self.results.stage_limits.get(self.topology.entry_stage, {}).get("max_input_chars")
+        text = data.get("text") if isinstance(data, dict) else None
+        if most is not None and isinstance(text, str) and len(text) > most:
+            exc = RequestFailed(
+                f"input is {len(text)} characters; this model accepts at most {most} (its {self.topology.entry_stage} stage declares "
+                "max_input_chars); split the text into shorter requests",
+                stage=self.topology.entry_stage,
+                kind="invalid_request",
+            )
+            exc.param = "input"
+            raise exc
 
     def control_failures(self) -> dict[tuple[str, str], int]:
         """Control messages (cancel, credit, shutdown, peer list) that could not be sent, by (kind, peer)."""

@@ -86,7 +86,8 @@ class Worker:
                 forwarder.delivery = runner
                 dispatcher = InboxDispatcher(self.plane, self.requests, runner)
                 endpoint = self.plane.endpoint() if hasattr(self.plane, "endpoint") else None  # where peers on other nodes reach us
-                ready = {"endpoint": endpoint, **stage_facts(self.topology, self.instance)}
+                objects = {name: adapter.obj for name, adapter in self.stages.adapters.items()}
+                ready = {"endpoint": endpoint, **stage_facts(self.topology, self.instance, objects)}
                 await to_parent.send(E.header(E.READY, src=self.name, has_data=True), ready)
                 beating = loop.create_task(self._heartbeat(forwarder)) if self.options.heartbeat_interval > 0 else None
                 try:
