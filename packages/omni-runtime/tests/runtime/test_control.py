@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import time
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -61,14 +62,16 @@ def test_a_credit_a_worker_cannot_send_to_a_peer_that_is_gone_reaches_metrics_wi
     process, kind and peer."""
     rt = start_runtime(loop_thread, main_topology(), heartbeat_timeout=2.0)
     try:
-        os.unlink(rt.run.address("front").removeprefix("ipc://"))  # the peer is gone for anyone not yet connected
-
-        async def stream():
-            handle = await rt.submit({"mode": "stream_src", "n": 8, "marker_dir": str(tmp_path)})
+        async def stream(n: int, marker_dir: Path):
+            marker_dir.mkdir()
+            handle = await rt.submit({"mode": "stream_src", "n": n, "marker_dir": str(marker_dir)})
             chunks = [chunk async for chunk in handle.stream()]
             return chunks, await handle.result()
 
-        chunks, result = loop_thread.run(stream())
+        # first 3 chunks: under one credit batch, so back sends front nothing, while the parent's own connection to front is made
+        assert loop_thread.run(stream(3, tmp_path / "warm"))[1]["order"] == [0, 1, 2]
+        os.unlink(rt.run.address("front").removeprefix("ipc://"))  # the peer is gone for anyone not yet connected
+        chunks, result = loop_thread.run(stream(8, tmp_path / "gone"))
         assert result["order"] == list(range(8)) and len(chunks) == 8  # credit goes back every 4 chunks; 8 fit the window of 16
 
         deadline = time.monotonic() + 30  # a worker's control send gives up after 5 s, then the next beat reports it
