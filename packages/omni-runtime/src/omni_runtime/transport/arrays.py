@@ -57,6 +57,11 @@ class TorchArrays:
             t = t.view(self.dtype(name))
         return t if len(shape) == 1 else t.view(shape)
 
+    def from_buffer(self, buf: Any, name: str, shape: tuple[int, ...]) -> Any:
+        """A tensor over the writable buffer ``buf`` (a received frame; no copy): the inline path, kept lean."""
+        t = self.torch.frombuffer(buf, dtype=self.dtype(name))
+        return t if len(shape) == 1 else t.view(shape)
+
     def to(self, value: Any, device: Any) -> Any:
         return value.to(device)
 
@@ -83,6 +88,11 @@ class NumpyArrays:
         if name not in NUMPY_NAMES:
             return self._fallback().from_flat(flat, name, shape)
         return flat.view(name).reshape(shape)
+
+    def from_buffer(self, buf: Any, name: str, shape: tuple[int, ...]) -> Any:
+        if name not in NUMPY_NAMES:
+            return self._fallback().from_buffer(buf, name, shape)
+        return np.frombuffer(buf, dtype=name).reshape(shape)
 
     def to(self, value: Any, device: Any) -> Any:
         if str(device) == "cpu":

@@ -254,7 +254,7 @@ class Codec:
             return x
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(x, torch.Tensor):
-            return self._enc_tensor(x, st, path, timeout)
+            return self._enc_tensor(torch, x, st, path, timeout)
         np = sys.modules.get("numpy")
         if np is not None and isinstance(x, np.ndarray):
             return self._enc_ndarray(x, st, path, timeout)
@@ -289,9 +289,7 @@ class Codec:
                 "limit; configure a shared-memory pool for large tensors"
             )
 
-    def _enc_tensor(self, x: Any, st: EncodeState, path: list, timeout: float | None) -> Any:
-        import torch  # already loaded: x is a tensor
-
+    def _enc_tensor(self, torch: Any, x: Any, st: EncodeState, path: list, timeout: float | None) -> Any:
         name_by_dtype = torch_tables()[1]
         name = name_by_dtype.get(x.dtype)
         if name is None:
@@ -332,14 +330,14 @@ class Codec:
             x = x.contiguous()
         chunk = self.chunk_bytes
         if chunk is not None and nbytes > chunk:  # no frame larger than chunk_bytes
-            whole = memoryview(_tensor_bytes(x)).cast("B")
+            whole = memoryview(_tensor_bytes(torch, x, name)).cast("B")
             first = len(st.buffers)
             for start in range(0, nbytes, chunk):
                 self._check_buffer(min(chunk, nbytes - start), st, path)
                 st.buffers.append(whole[start : start + chunk])
             return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_CHUNKED, first))
         self._check_buffer(nbytes, st, path)
-        st.buffers.append(_tensor_bytes(x))
+        st.buffers.append(_tensor_bytes(torch, x, name))
         return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_INLINE, len(st.buffers) - 1))
 
     def _enc_ndarray(self, x: Any, st: EncodeState, path: list, timeout: float | None) -> Any:
@@ -432,16 +430,14 @@ class Codec:
                     pass
 
 
-def _tensor_bytes(x: Any) -> memoryview | bytes:
-    """Zero-copy byte view of a contiguous CPU tensor (keeps it alive)."""
+def _tensor_bytes(torch: Any, x: Any, name: str) -> memoryview | bytes:
+    """Zero-copy byte view of a contiguous CPU tensor (keeps it alive); ``name`` is its wire dtype name."""
     if x.numel() == 0:
         return b""
     if x.dim() != 1:
         x = x.reshape(-1)
-    if torch_tables()[1].get(x.dtype) in NUMPY_NAMES:
+    if name in NUMPY_NAMES:
         return memoryview(x.numpy())  # cheaper than a torch uint8 view
-    import torch
-
     return memoryview(x.view(torch.uint8).numpy())
 
 

@@ -152,7 +152,7 @@ class DecodeWalk:
                 return self.arrays.empty(ref.dtype, ref.shape)
             if buf.readonly:
                 buf = bytearray(buf)  # never hand out an array over immutable memory
-            return self.arrays.from_flat(np.frombuffer(buf, dtype=np.uint8), ref.dtype, ref.shape)
+            return self.arrays.from_buffer(buf, ref.dtype, ref.shape)
         if ref.index >= len(self.refs) or ref.index in self.used_refs:
             raise CodecError(f"malformed message: shared-memory reference {ref.index} is out of range or reused")
         self.used_refs.add(ref.index)
