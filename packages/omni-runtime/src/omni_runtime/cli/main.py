@@ -280,7 +280,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_synthesize(args: argparse.Namespace) -> int:
-    from ..serving.encoders import encode
+    from ..serving.audio import encode
     from ..serving.request import MAX_SPEED, MIN_SPEED
     from ..serving.synthesis import collect_audio
 

@@ -14,8 +14,7 @@ voices), ``batch``, wired by ``voice_agent``.
 """
 
 from .app import ServingSettings, create_app
-from .audio import AUDIO_FORMATS, PcmAudio, to_pcm16, wav_header
-from .encoders import encode
+from .audio import AUDIO_FORMATS, PcmAudio, encode, to_pcm16, wav_header
 from .errors import APIError
 from .request import SpeechLimits, SpeechRequest
 from .server import BindError, ServeOptions, bind, serve_runtime

@@ -23,7 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from ..errors import RequestFailed, RuntimeFailure
-from .encoders import encode
+from .audio import encode
 from .errors import APIError, bad_request, runtime_error
 from .speech import Disconnected, guarded, read_body
 from .streaming import ClientGone, cancel_quietly, until_disconnect

@@ -15,7 +15,7 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-from .audio import AUDIO_FORMATS, AudioError, PcmAudio, wav_header
+from .pcm import AudioError, PcmAudio, wav_header
 
 
 @dataclass(frozen=True)
@@ -119,15 +119,3 @@ def encode_file(audio: PcmAudio, fmt: str) -> bytes:
     encoder.feed(audio)
     encoder.finish()
     return buffer.getvalue()
-
-
-def encode(audio: PcmAudio, fmt: str) -> bytes:
-    """A complete file in ``fmt`` (one of :data:`AUDIO_FORMATS`)."""
-    if fmt == "pcm":
-        return audio.to_bytes()
-    if fmt == "wav":
-        data = audio.to_bytes()
-        return wav_header(audio.sample_rate, audio.channels, len(data)) + data
-    if fmt in AUDIO_FORMATS:
-        return encode_file(audio, fmt)
-    raise AudioError(f"unsupported audio format {fmt!r}; supported: {', '.join(AUDIO_FORMATS)}")

@@ -23,8 +23,8 @@ from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
 from ..errors import RequestFailed, RuntimeFailure
-from .audio import CONTENT_TYPES, AudioError, PcmAudio
-from .encoders import StreamEncoder, encode
+from .audio import CONTENT_TYPES, AudioError, PcmAudio, encode
+from .encoders import StreamEncoder
 from .errors import RETRY_AFTER_S, APIError, runtime_error
 from .metrics import ServingMetrics, stream_origin
 from .request import SpeechRequest, parse_body, parse_speech
