@@ -9,6 +9,7 @@ torch is pinned through constraints.txt to the CPU build on local disk.
 from __future__ import annotations
 
 import glob
+import os
 from pathlib import Path
 
 import nox
@@ -61,8 +62,10 @@ for _name in PKG:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff over the whole tree with the rule set pinned in pyproject.toml (style drift fails fast, before the tests)."""
-    session.install(*CONSTRAINTS, "ruff")
+    session.install(*CONSTRAINTS, "ruff", "grimp")
     session.run("ruff", "check", ".")
+    # no import cycles among the omni packages, type-level imports included (grimp reads the source, imports nothing)
+    session.run("python", str(ROOT / ".ci" / "import_cycles.py"), env={"PYTHONPATH": os.pathsep.join(str(Path(PKG[p]) / "src") for p in PKG)})
 
 
 @nox.session

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .settings import DEFAULT_EXCLUDES
+from .source import file_kind, read_regular
 
 PIPELINE_FILE = re.compile(r"^pipeline(_[A-Za-z0-9][A-Za-z0-9_\-]*)?\.yaml$")
 #: A class statement with bases: a contract written in Python is one (its base is resolved later,
@@ -104,13 +105,6 @@ def _not_regular(path: Path) -> str | None:
     return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else f"not a regular file ({file_kind(mode)}); only regular files are read"
 
 
-def file_kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def walk_tree(start: Path, excluded: Callable[[Path], bool], problems: dict[Path, str]) -> Iterator[tuple[Path, list[str]]]:
     """``(folder, file names)`` under ``start`` in sorted order, skipping default-excluded and
     ``exclude``d folders; symlinked folders are not entered (so no cycle), and every symlink
@@ -193,8 +187,6 @@ def discover(paths: list[Path], excluded: Callable[[Path], bool], problems: dict
 
 def contract_modules(folder: Path, names: list[str]) -> tuple[Path, ...]:
     """The folder's ``.py`` files that may hold a contract class (a class statement and a contract word)."""
-    from .source import read_regular
-
     found = []
     for name in names:
         if name.endswith(".py"):

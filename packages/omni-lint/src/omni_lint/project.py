@@ -10,17 +10,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import libcst as cst
 
 from .bindings import SelfAssigns
 from .findings import Finding, Severity
 from .scan import ClassInfo, ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateDef, StateKey, dotted_name, scan_module
+from .source import ParsedFile
 from .walk import walk
 
-if TYPE_CHECKING:
-    from .unit import Tracker
+
+class Tracker(Protocol):
+    """What a :class:`Project` reads its sources through (a unit's :class:`~omni_lint.unit.Tracker`).
+
+    A protocol here, not an import of :mod:`.unit`: the unit builds projects, so
+    importing it back (even for types) would tie the two modules in a cycle.
+    """
+
+    @property
+    def scans(self) -> dict[tuple[Path, str, str], Any]: ...
+    @property
+    def shared_modules(self) -> dict[Any, Any]: ...
+    def get(self, path: Path) -> ParsedFile: ...
+    def is_file(self, path: Path) -> bool: ...
+    def is_dir(self, path: Path) -> bool: ...
+    def begin(self) -> None: ...
+    def end(self) -> tuple[frozenset[Path], dict[str, str]]: ...
+    def replay(self, deps: tuple[frozenset[Path], dict[str, str]]) -> None: ...
 
 
 @dataclass(frozen=True)

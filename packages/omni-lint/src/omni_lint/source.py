@@ -28,8 +28,15 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .discovery import file_kind
 from .guard import parse_hazard
+
+
+def file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
 
 #: Larger Python files are refused (OL900): real modules are far smaller, and a runaway
 #: read (a symlink to a device) must stop.

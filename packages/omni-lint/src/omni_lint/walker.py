@@ -11,20 +11,37 @@ get-or-load cache: its accesses are marked ``cache`` and never make a handoff.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import libcst as cst
 
 from .bindings import NameFinder
 from .facts import Access, AccessKey, Facts, Scope
-from .project import ClassSelfSym, ClassSym, FuncSym, InstanceSym, ParamKey, ParamSym, SelfAttrSym, SelfKey, StateSym, SuperSym, Sym
+from .project import ClassSelfSym, ClassSym, FuncSym, InstanceSym, ParamKey, ParamSym, Project, SelfAttrSym, SelfKey, StateSym, SuperSym, Sym
 from .scan import ClassKey, FuncKey, StateKey
 from .source import ParsedFile
 from .verbs import CONSUME, FILL, WRITE, container_effect
 from .walk import walk
 
-if TYPE_CHECKING:
-    from .analyzer import Analyzer
+
+class Analyzer(Protocol):
+    """What a :class:`FunctionWalker` asks of the :class:`~omni_lint.analyzer.Analyzer` that runs it.
+
+    A protocol, not an import of :mod:`.analyzer`: the analyzer creates walkers, so
+    importing it back (even for types) would tie the two modules in a cycle.
+    """
+
+    project: Project
+
+    def resolve_name(self, scope: Scope, name: str, guard: frozenset = ...) -> Sym | None: ...
+    def resolve_value(self, scope: Scope, expr: cst.BaseExpression, guard: frozenset = ...) -> Sym | None: ...
+    def dynamic_target(self, scope: Scope, call: cst.Call, guard: frozenset = ...) -> tuple[Sym | None, bool] | None: ...
+    def modules_subscript(self, scope: Scope, node: cst.Subscript) -> tuple[Sym | None, bool] | None: ...
+    def returns_state(self, key: FuncKey) -> StateKey | None: ...
+    def self_alias(self, key: SelfKey) -> StateKey | None: ...
+    def param_effect(self, key: ParamKey) -> frozenset[str]: ...
+    def param_verbs(self, key: ParamKey) -> frozenset[str]: ...
+    def call_effect(self, key: AccessKey, verb: str, reaches: set) -> tuple[str, ...]: ...
 
 _SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 #: subtrees that never run code in the function: nested scopes (followed on their own) and annotations

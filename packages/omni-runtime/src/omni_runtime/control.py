@@ -6,7 +6,11 @@ it. But an operator must be able to see that one did not arrive: a failed
 send is logged once per (kind, peer, request) at WARNING with the request and
 the peer, and counted by kind and peer (the parent's counts are
 ``omni_control_send_failures_total`` in ``/metrics``). The parent and every
-worker send their control messages through one of these.
+worker send their control messages through one of these. A worker's failures
+since its last report ride on its next heartbeat (:meth:`ControlSender.take_unreported`,
+given back with :meth:`ControlSender.unreported_again` when that heartbeat is
+not delivered either); the parent adds them up per sending process
+(``omni_worker_control_send_failures_total``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class ControlSender:
         """Failed sends by (message kind, peer instance)."""
         self._plane: Any = None
         self._logged: dict[tuple[str, str, str], None] = {}
+        self._unreported: Counter[tuple[str, str]] = Counter()
 
     def attach(self, plane: Any) -> None:
         """Send over ``plane`` from now on (set once the backend opened it)."""
@@ -51,6 +56,7 @@ class ControlSender:
         kind = str(header.get(E.KIND, "?"))
         rid = str(header.get(E.RID, ""))
         self.failures[(kind, peer)] += 1
+        self._unreported[(kind, peer)] += 1
         key = (kind, peer, rid)
         if key in self._logged:
             return
@@ -68,4 +74,24 @@ class ControlSender:
 
     def counts(self) -> dict[tuple[str, str], int]:
         return dict(self.failures)
+
+    def take_unreported(self) -> list[list[Any]]:
+        """Failures since the last call as ``[[kind, peer, count], ...]`` (codec-ready; empty when none), now counted as reported."""
+        out = [[kind, peer, count] for (kind, peer), count in sorted(self._unreported.items())]
+        self._unreported.clear()
+        return out
+
+    def unreported_again(self, taken: list[list[Any]]) -> None:
+        """The report carrying ``taken`` was not delivered: send those counts with the next one."""
+        for kind, peer, count in taken:
+            self._unreported[(kind, peer)] += count
+
+
+def add_reported(into: Counter[tuple[str, str, str]], sender: str, report: Any) -> None:
+    """Add a worker's ``[[kind, peer, count], ...]`` (from its heartbeat) to ``into`` by (sender, kind, peer); malformed rows are skipped."""
+    if not isinstance(report, list):
+        return
+    for row in report:
+        if isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and isinstance(row[1], str) and type(row[2]) is int and row[2] > 0:
+            into[(sender, row[0], row[1])] += row[2]
 

@@ -46,15 +46,22 @@ def read_published(run: RunDir, names: list[str]) -> dict[str, dict[str, dict[st
 
 class Plane:
     def __init__(
-        self, run: RunDir, me: str, shm_budget_bytes: int = DEFAULT_SHM_BUDGET, send_timeout: float | None = None, publish: bool = False,
+        self,
+        run: RunDir,
+        me: str,
+        shm_budget_bytes: int = DEFAULT_SHM_BUDGET,
+        send_timeout: float | None = None,
+        publish: bool = False,
+        arrays: str = "torch",
     ) -> None:
+        """``arrays``: what received tensors decode into, ``"torch"`` (a worker) or ``"numpy"`` (a parent that never loads torch)."""
         self.run = run
         self.me = me
         self.send_timeout = send_timeout
         self.zctx = zmq.Context()
         self.pool = ShmPool(run.shm_prefix, budget_bytes=shm_budget_bytes)
         self.reader = ShmReader(allowed_prefix=run.shm_prefix)
-        self.codec = Codec(pool=self.pool, reader=self.reader)
+        self.codec = Codec(pool=self.pool, reader=self.reader, arrays=arrays)
         self.inbox = AsyncInbox(run.address(me), codec=self.codec, ctx=self.zctx, rcvhwm=0)
         self._outboxes: dict[str, AsyncOutbox] = {}
         self._counts: dict[str, dict[str, int]] = {}

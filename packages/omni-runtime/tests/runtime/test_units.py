@@ -158,3 +158,15 @@ def test_channel_abort_wakes_the_consumer_with_cancellation():
             await channel.put(1)
 
     asyncio.run(run())
+
+
+def test_synthesize_joins_streamed_audio_of_either_array_kind_along_time():
+    import numpy as np
+    import torch
+
+    from omni_runtime.parent.sync import join_audio
+
+    joined = join_audio([np.zeros((1, 2), np.float32), np.ones((1, 3), np.float32)])
+    assert isinstance(joined, np.ndarray) and joined.shape == (1, 5) and joined[0, 2:].tolist() == [1.0, 1.0, 1.0]
+    tensors = join_audio([torch.zeros(2), torch.ones(3)])
+    assert isinstance(tensors, torch.Tensor) and tensors.tolist() == [0.0, 0.0, 1.0, 1.0, 1.0]

@@ -30,6 +30,8 @@ from omni_runtime.payload import StagePayload
 SECONDS_PER_CHAR = 0.01
 VOICES = ("alloy", "low", "high")
 """The presets omni serve lists at GET /v1/audio/voices."""
+REQUEST_LIMITS = {"max_input_chars": 3000}
+"""What the server refuses itself, before a request reaches the frontend (reported by the worker at ready)."""
 FREQUENCIES = {None: 440.0, "alloy": 440.0, "low": 220.0, "high": 880.0}
 AMPLITUDE = 0.5
 GATE_TIMEOUT_S = 60.0
@@ -54,6 +56,8 @@ class Frontend:
             raise ValueError("the frontend refuses this text")
         if data.get("instructions") == "FAIL_ON_INSTRUCTIONS":
             raise RuntimeError("instructions reached the frontend")
+        if len(data["text"]) > REQUEST_LIMITS["max_input_chars"]:  # what the server answers for us (its message differs)
+            raise InvalidRequest(param="input", message="the frontend got a text over its declared limit")
         if "NOISY" in data["text"]:
             print("frontend: chatty model code printing to stdout", flush=True)
         data["plan_text_chars"] = len(data["text"])

@@ -174,6 +174,17 @@ def test_input_over_the_server_bound_is_a_413(client):
     assert (error["param"], error["code"]) == ("input", "string_above_max_length")
 
 
+def test_input_over_the_models_declared_limit_is_a_400_from_the_server_without_reaching_a_worker(client):
+    """The frontend's module declares REQUEST_LIMITS max_input_chars 3000 and its worker reported it at ready: the
+    parent refuses a longer text itself (a text that reached the frontend would fail there with FAIL_FRONTEND, a 500)."""
+    with pytest.raises(openai.BadRequestError) as info:
+        client.audio.speech.create(model=MODEL_ID, input="FAIL_FRONTEND " + "x" * 3000, voice="alloy")
+    error = _error(info.value)
+    assert (error["param"], error["code"], error["type"]) == ("input", "invalid_value", "invalid_request_error")
+    assert "input is 3014 characters; this model accepts at most 3000" in error["message"]
+    assert "declares max_input_chars" in error["message"] and "split the text into shorter requests" in error["message"]
+
+
 def test_unknown_model_is_a_404_naming_the_served_model(client):
     with pytest.raises(openai.NotFoundError) as info:
         client.audio.speech.create(model="tts-1", input="hi", voice="alloy")

@@ -1,9 +1,10 @@
-"""No model code in the parent: ``omni serve`` learns the voices from its workers, never by importing a stage module.
+"""No model code in the parent: ``omni serve`` learns the voices from its workers, never by importing a stage module or torch.
 
 The server process runs ``omni serve`` (the CLI's own ``main``) with a probe
 thread beside it: once ``/health`` answers 200 the probe records which modules
-the server process has loaded and which voices it lists, then stops it the way
-an operator does (SIGTERM).
+the server process has loaded and which voices it lists, synthesizes once
+(the result path: tensors decoded into numpy arrays, encoded as WAV), records
+the modules again, then stops it the way an operator does (SIGTERM).
 """
 
 from __future__ import annotations
@@ -32,8 +33,13 @@ def probe():
             time.sleep(0.1)
     voices = json.load(urllib.request.urlopen(base + "/v1/audio/voices", timeout=5))
     page = urllib.request.urlopen(base + "/", timeout=5).read().decode()
+    at_start = sorted(sys.modules)
+    body = json.dumps({"model": "test/sine", "input": "Hello there.", "voice": "alloy", "response_format": "wav"}).encode()
+    speech = urllib.request.Request(base + "/v1/audio/speech", data=body, headers={"Content-Type": "application/json"})
+    wav = urllib.request.urlopen(speech, timeout=60).read()
     with open(out, "w") as f:
-        json.dump({"modules": sorted(sys.modules), "voices": [v["id"] for v in voices["data"]], "page_has_low": 'value="low"' in page}, f)
+        json.dump({"modules": at_start, "after_request": sorted(sys.modules), "wav": [wav[:4].decode("latin-1"), len(wav)],
+                   "voices": [v["id"] for v in voices["data"]], "page_has_low": 'value="low"' in page}, f)
     os.kill(os.getpid(), signal.SIGTERM)
 
 threading.Thread(target=probe, daemon=True).start()
@@ -47,7 +53,7 @@ def _free_port() -> str:
         return str(sock.getsockname()[1])
 
 
-def test_the_server_process_lists_the_voices_without_importing_a_stage_module(tmp_path):
+def test_the_server_process_lists_the_voices_and_serves_audio_without_importing_a_stage_module_or_torch(tmp_path):
     out = tmp_path / "probe.json"
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(out), _free_port(), str(PIPELINE)], env=omni_env(), capture_output=True, text=True, timeout=240
@@ -56,5 +62,8 @@ def test_the_server_process_lists_the_voices_without_importing_a_stage_module(tm
     seen = json.loads(out.read_text())
     assert seen["voices"] == ["alloy", "low", "high"]  # VOICES of the entry stage's module, reported by its worker
     assert seen["page_has_low"]
-    stage_modules = [m for m in seen["modules"] if m == "serving.stages" or m.startswith("omni_models")]
-    assert stage_modules == []
+    assert seen["wav"][0] == "RIFF" and seen["wav"][1] > 44  # a real result went through the parent's numpy path
+    for when in ("modules", "after_request"):
+        stage_modules = [m for m in seen[when] if m == "serving.stages" or m.startswith("omni_models")]
+        assert stage_modules == [], when
+        assert [m for m in seen[when] if m == "torch" or m.startswith("torch.")] == [], when

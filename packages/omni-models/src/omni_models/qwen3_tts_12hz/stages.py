@@ -41,12 +41,14 @@ from .engine import TalkerEngine
 from .handoff import MODEL, PreparedRequest, PreprocessingContext, preprocessing_context, put_prepared, register_context, take_prepared
 from .model import Checkpoint, dtype_of
 from .prompt import PromptInputs, body_ids
-from .request import parse_request
+from .request import MAX_CHARS, parse_request
 from .spec import CheckpointError
 from .talker import Talker
 from .text import TextTokenizer, assistant_text, instruct_text, reference_text
 
 MAX_REFERENCE_SECONDS = 30.0
+REQUEST_LIMITS = {"max_input_chars": MAX_CHARS}
+"""Reported to the server at ready (omni_runtime.worker.facts): it refuses a longer text itself, as parse_request would."""
 
 
 def open_checkpoint(load_format: str, model_path: str | None, num_threads: int | None) -> Checkpoint:

@@ -282,7 +282,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     sock = bind(options.host, options.port)
 
     async def run() -> None:
-        runtime = _runtime(pipeline, args, log=_stdout)
+        runtime = _runtime(pipeline, args, log=_stdout, arrays="numpy")
         await serve_runtime(runtime, settings, options, sock, announce=_stdout, start_runtime=True)
 
     asyncio.run(run())
@@ -353,7 +353,8 @@ def _normalizer(pipeline: Pipeline) -> Any:
     return normalize
 
 
-def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
+def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any, arrays: str = "torch") -> Any:
+    """The runtime the command drives; ``omni serve`` takes results as numpy arrays, so the server never imports torch."""
     from omni_runtime import Runtime
 
     return Runtime(
@@ -367,6 +368,7 @@ def _runtime(pipeline: Pipeline, args: argparse.Namespace, log: Any) -> Any:
         log_level=getattr(args, "log_level", "warning"),
         log_format=getattr(args, "log_format", "text"),
         heartbeat_timeout=getattr(args, "heartbeat_timeout", 30.0) or None,
+        arrays=arrays,
         **backend_kwargs(args),
     )
 

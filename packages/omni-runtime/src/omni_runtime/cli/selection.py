@@ -14,7 +14,7 @@ same words, resolved here once so they cannot drift apart:
 - ``--device auto|cpu|cuda``: ``auto`` runs the declared GPU placement when torch sees CUDA and
   otherwise the CPU, saying so in one line.
 
-Light on purpose: torch is imported only when the pipeline declares a GPU and the device is
+Light on purpose: torch is asked (in a child process, :func:`probe_cuda`) only when the pipeline declares a GPU and the device is
 not forced to the CPU.
 """
 
@@ -184,18 +184,47 @@ def declares_gpu(topology: Any) -> bool:
     return any(placement.gpu is not None for instance in topology.instances for placement in instance.stages)
 
 
+_CUDA_PROBE = "import json, torch; print(json.dumps([torch.__version__, torch.cuda.is_available(), torch.cuda.device_count()]))"
+
+
+def probe_cuda() -> tuple[str, bool, int]:
+    """``(torch version, CUDA available, device count)`` as the workers' torch sees it, asked in a child process.
+
+    The server process never imports torch (its results are numpy arrays), so
+    ``--device auto`` asks the same interpreter, with the same environment
+    (``CUDA_VISIBLE_DEVICES`` included), that the local workers and this host's
+    Ray workers run: the answer means exactly what ``torch.cuda.is_available()``
+    meant in-process before, on either backend, and costs one torch import in a
+    short-lived child instead of the server's memory.
+    """
+    import json
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True, text=True, timeout=300)
+        version, available, count = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        reason = (getattr(exc, "stderr", None) or "").strip().splitlines()[-1:] or [str(exc)]
+        raise UserError(
+            "error: --device\n"
+            f"  rule: the device is chosen by asking torch whether it sees CUDA, and that failed ({reason[0]})\n"
+            "  fix:  --device cpu, or repair the torch install of this Python"
+        ) from None
+    return str(version), bool(available), int(count)
+
+
 def choose_device(requested: str, needs_gpu: bool, announce: Any) -> tuple[str | None, int | None]:
     """The runtime's device (None: the declared placement) and, when CUDA is used, how many GPUs torch sees."""
     if requested == "cpu" or (requested == "auto" and not needs_gpu):
         return ("cpu" if requested == "cpu" else None), None
-    import torch
-
-    if torch.cuda.is_available():
-        return None, torch.cuda.device_count()
+    version, available, count = probe_cuda()
+    if available:
+        return None, count
     if requested == "cuda":
         raise UserError(
             "error: --device cuda\n"
-            f"  rule: torch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is False)\n"
+            f"  rule: torch {version} sees no CUDA device (torch.cuda.is_available() is False)\n"
             "  fix:  --device cpu, or install a CUDA build of torch on a machine with a GPU"
         )
     announce("omni: torch sees no CUDA device; running every stage on the CPU (placement accounting unchanged)")

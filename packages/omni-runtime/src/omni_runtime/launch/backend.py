@@ -62,6 +62,8 @@ class RunSetup:
     """The workers' :class:`~omni_runtime.worker.WorkerOptions`."""
     startup_timeout: float
     send_timeout: float | None
+    arrays: str = "torch"
+    """What the parent decodes result tensors into: ``"torch"`` or ``"numpy"`` (``Runtime(arrays=...)``)."""
 
 
 class Backend(ABC):
@@ -79,7 +81,7 @@ class Backend(ABC):
         from ..envelope import PARENT
         from ..plane import Plane
 
-        self._local_counts = (run, Plane(run, PARENT, setup.options.shm_budget_bytes), [inst.name for inst in setup.topology.instances])
+        self._local_counts = (run, Plane(run, PARENT, setup.options.shm_budget_bytes, arrays=setup.arrays), [inst.name for inst in setup.topology.instances])
         return self._local_counts[1]
 
     @abstractmethod

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import envelope as E
-from ..control import ControlSender
+from ..control import ControlSender, add_reported
 from ..errors import RequestFailed, StageConfigError, StartupError
 from ..launch import Backend, ExitInfo
 from ..routing import Router
@@ -58,6 +59,10 @@ class ResultRouter:
     """``VOICES`` of each stage's factory module, as its worker reported at ready."""
     stage_append: set[str] = field(default_factory=set)
     """Stages whose stage object has an ``append`` hook (input appended to a running request), reported at ready."""
+    stage_limits: dict[str, dict[str, int]] = field(default_factory=dict)
+    """``REQUEST_LIMITS`` each stage declared (``max_input_chars``, ``sample_rate``), as its worker reported at ready."""
+    worker_control_failures: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    """Control messages workers could not send, by (sending instance, kind, peer), from their heartbeats."""
 
     async def receive(self) -> None:
         assert self.plane is not None
@@ -94,6 +99,11 @@ class ResultRouter:
             appendable = report.get("append")
             if isinstance(appendable, list):
                 self.stage_append.update(str(s) for s in appendable)
+            limits = report.get("limits")
+            if isinstance(limits, dict):
+                self.stage_limits.update(
+                    {str(k): {str(n): v for n, v in d.items() if type(v) is int} for k, d in limits.items() if isinstance(d, dict)}
+                )
             # where a worker on another node listens (None on one host)
             await self.backend.ready(h[E.SRC], report.get("endpoint"), self.control.send)
             self.on_ready(h[E.SRC])
@@ -107,7 +117,10 @@ class ResultRouter:
                 self.on_startup_error(h[E.SRC], h.get(E.STAGE) or None, report if isinstance(report, str) else "")
             return
         if kind == E.HEARTBEAT:
-            msg.discard()
+            if h.get(E.HAS_DATA):
+                add_reported(self.worker_control_failures, str(h.get(E.SRC, "")), msg.payload())
+            else:
+                msg.discard()
             if self.heartbeats is not None:
                 self.heartbeats.beat(h.get(E.SRC, ""))
             return

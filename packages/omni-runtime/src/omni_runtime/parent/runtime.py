@@ -75,6 +75,7 @@ class Runtime:
         log_level: str | None = None,
         log_format: str = "text",
         heartbeat_timeout: float | None = 30.0,
+        arrays: str = "torch",
         **backend_options: Any,
     ) -> None:
         """``topology``: a :class:`CompiledTopology` or a ``PipelineConfig`` (compiled here, once).
@@ -89,7 +90,13 @@ class Runtime:
         ``heartbeat_timeout``: a ready worker that sent no heartbeat for this many seconds
         (frozen, or a stage blocking its event loop) is killed and restarted under its
         policy, its requests failed at once (``process_died``); None turns it off.
+        ``arrays``: what tensors in results and streamed chunks are, ``"torch"`` (the
+        default: what the stages produced) or ``"numpy"`` (``omni serve``: this process
+        then never imports torch).
         """
+        if arrays not in ("torch", "numpy"):
+            raise ValueError(f"arrays must be 'torch' or 'numpy', got {arrays!r}")
+        self.arrays = arrays
         if isinstance(backend, str):
             backend_options = {k: v for k, v in backend_options.items() if v is not None}
             backend = backend_named(backend, **backend_options)
@@ -170,7 +177,7 @@ class Runtime:
         from .run_guard import RunGuard
 
         self._loop = asyncio.get_running_loop()
-        # The data plane's codec loads torch: seconds on a busy host. Import it off the event loop
+        # The data plane (zmq, numpy; torch too with arrays="torch") takes a while on a busy host. Import it off the event loop
         # so a server that already listens keeps answering /health ("starting") meanwhile.
         await self._loop.run_in_executor(None, importlib.import_module, "omni_runtime.plane")
         from ..transport import RunDir
@@ -189,7 +196,7 @@ class Runtime:
         for note in placement_notes(self.backend_name, self.topology):
             self.log(note)
         try:
-            setup = RunSetup(self.topology, self.options, self.startup_timeout, self.send_timeout)
+            setup = RunSetup(self.topology, self.options, self.startup_timeout, self.send_timeout, self.arrays)
             self._plane = await self.backend.open(run, setup)
             self.control.attach(self._plane)
             self.admission.plane = self.results.plane = self._plane
@@ -317,6 +324,7 @@ class Runtime:
                 raise RuntimeNotRunning("the runtime is shutting down and admits no new requests")
             raise RuntimeNotRunning("the runtime is not accepting requests (not started, stopping or stopped)")
         assert self._loop is not None
+        self._check_limits(data)
         req = await self.admission.admit(data, timeout, self._loop)
         return RequestHandle(self.table, req, self._append)
 
@@ -376,12 +384,19 @@ class Runtime:
 
     def supervision(self) -> dict[str, Any]:
         """Restarts by (instance, reason), each start's seconds to ready, and control messages that could not
-        be sent by (kind, peer), for ``/metrics``."""
+        be sent by (kind, peer): the parent's own, and the workers' by (sender, kind, peer) as their heartbeats
+        reported them, for ``/metrics``."""
         failures = self.control.counts()
+        from_workers = dict(self.results.worker_control_failures)
         if self.supervisor is None:
-            return {"restarts": {}, "ready_seconds": [], "control_failures": failures}
+            return {"restarts": {}, "ready_seconds": [], "control_failures": failures, "worker_control_failures": from_workers}
         stats = self.supervisor.stats
-        return {"restarts": dict(stats.restarts), "ready_seconds": list(stats.ready_seconds), "control_failures": failures}
+        return {
+            "restarts": dict(stats.restarts),
+            "ready_seconds": list(stats.ready_seconds),
+            "control_failures": failures,
+            "worker_control_failures": from_workers,
+        }
 
     def queue_depths(self) -> dict[str, int]:
         """In-flight requests bound to each process instance."""
@@ -400,6 +415,25 @@ class Runtime:
             if stage in reported:
                 return reported[stage]
         return ()
+
+    def request_limits(self) -> dict[str, int]:
+        """What the entry stage declared it accepts (``REQUEST_LIMITS`` of its module or stage object:
+        ``max_input_chars``, ``sample_rate``), as its worker reported at ready; empty when it declares none."""
+        return dict(self.results.stage_limits.get(self.topology.entry_stage, {}))
+
+    def _check_limits(self, data: Any) -> None:
+        """Refuse here, without a round trip to a worker, a request the entry stage declared it would refuse."""
+        most = self.results.stage_limits.get(self.topology.entry_stage, {}).get("max_input_chars")
+        text = data.get("text") if isinstance(data, dict) else None
+        if most is not None and isinstance(text, str) and len(text) > most:
+            exc = RequestFailed(
+                f"input is {len(text)} characters; this model accepts at most {most} (its {self.topology.entry_stage} stage declares "
+                "max_input_chars); split the text into shorter requests",
+                stage=self.topology.entry_stage,
+                kind="invalid_request",
+            )
+            exc.param = "input"
+            raise exc
 
     def control_failures(self) -> dict[tuple[str, str], int]:
         """Control messages (cancel, credit, shutdown, peer list) that could not be sent, by (kind, peer)."""

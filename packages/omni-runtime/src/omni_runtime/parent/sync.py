@@ -20,6 +20,17 @@ class AsyncRuntime(Protocol):
     def queue_depths(self) -> dict[str, int]: ...
 
 
+def join_audio(parts: list[Any]) -> Any:
+    """Concatenate audio chunks along time: numpy arrays (``Runtime(arrays="numpy")``) or torch tensors, never importing torch for numpy."""
+    import numpy as np
+
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts, axis=-1)
+    import torch  # the chunks are tensors: torch is loaded already
+
+    return torch.cat(parts, dim=-1)
+
+
 class SyncRuntime:
     """Blocking facade over a :class:`Runtime` whose loop runs in a background thread.
 
@@ -62,9 +73,7 @@ class SyncRuntime:
             chunks = [chunk async for chunk in handle.stream()]
             result = dict(await handle.result())
             if chunks and "audio" not in result and all(isinstance(c, dict) and "audio" in c for c in chunks):
-                import torch
-
-                result["audio"] = torch.cat([c["audio"] for c in chunks], dim=-1)
+                result["audio"] = join_audio([c["audio"] for c in chunks])
                 result.setdefault("sample_rate", chunks[0].get("sample_rate"))
             if chunks:
                 result.setdefault("chunks", chunks)

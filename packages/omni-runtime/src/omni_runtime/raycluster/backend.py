@@ -58,7 +58,9 @@ class ClusterBackend(Backend):
             self.launcher.close()  # placement groups made so far, and Ray itself when we started it
             raise
         options = setup.options
-        self.plane = NodePlane(run, E.PARENT, node=node, shm_budget_bytes=options.shm_budget_bytes, send_timeout=setup.send_timeout)
+        self.plane = NodePlane(
+            run, E.PARENT, node=node, shm_budget_bytes=options.shm_budget_bytes, send_timeout=setup.send_timeout, arrays=setup.arrays
+        )
         self.endpoints[E.PARENT] = self.plane.endpoint()
         spec["peers"] = {E.PARENT: self.endpoints[E.PARENT]}
         self.launcher.run_json = json.dumps(spec)

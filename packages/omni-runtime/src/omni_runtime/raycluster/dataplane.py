@@ -33,8 +33,9 @@ class NodePlane(Plane):
         peers: dict[str, dict[str, Any]] | None = None,
         shm_budget_bytes: int = DEFAULT_SHM_BUDGET,
         send_timeout: float | None = None,
+        arrays: str = "torch",
     ) -> None:
-        super().__init__(run, me, shm_budget_bytes, send_timeout)
+        super().__init__(run, me, shm_budget_bytes, send_timeout, arrays=arrays)
         self.node = str(node["id"])
         self.tcp_address = bind_tcp(self.inbox.socket, str(node["host"]))
         self.peers: dict[str, Endpoint] = {}

@@ -10,10 +10,11 @@ FastAPI so ``omni synthesize`` and the server write identical bytes.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from .pcm import AudioError, PcmAudio, wav_header
 
 AUDIO_FORMATS: tuple[str, ...] = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 """OpenAI's response formats; every one can also be streamed (see :mod:`.encoders`)."""
@@ -26,30 +27,6 @@ CONTENT_TYPES: dict[str, str] = {
     "wav": "audio/wav",
     "pcm": "audio/pcm",
 }
-
-class AudioError(ValueError):
-    """A stage produced something that is not audio under the stage contract."""
-
-
-@dataclass(frozen=True)
-class PcmAudio:
-    """Interleaved signed 16-bit samples and what a container needs to describe them."""
-
-    samples: np.ndarray
-    """int16, shape ``[frames, channels]``."""
-    sample_rate: int
-
-    @property
-    def channels(self) -> int:
-        return int(self.samples.shape[1])
-
-    @property
-    def frames(self) -> int:
-        return int(self.samples.shape[0])
-
-    def to_bytes(self) -> bytes:
-        return self.samples.astype("<i2", copy=False).tobytes()
-
 
 def to_pcm16(audio: Any, sample_rate: Any) -> PcmAudio:
     """Convert contract audio (torch tensor or numpy array) to interleaved int16.
@@ -99,27 +76,6 @@ def encode(audio: PcmAudio, fmt: str) -> bytes:
 
         return encode_file(audio, fmt)
     raise AudioError(f"unsupported audio format {fmt!r}; supported: {', '.join(AUDIO_FORMATS)}")
-
-
-def wav_header(sample_rate: int, channels: int, data_bytes: int | None = None) -> bytes:
-    """A 44-byte PCM16 WAV header; ``data_bytes=None`` gives the streaming form.
-
-    The streaming form writes 0 in both size fields: ffmpeg (so browsers and
-    PyAV) reads such a file to the end of the stream, and no reader mistakes
-    it for the 24-hour file that the 0xFFFFFFFF convention describes.
-    """
-    block_align = channels * 2
-    data_size = data_bytes or 0
-    riff_size = 36 + data_bytes if data_bytes is not None else 0
-    return (
-        b"RIFF"
-        + struct.pack("<I", riff_size)
-        + b"WAVE"
-        + b"fmt "
-        + struct.pack("<IHHIIHH", 16, 1, channels, sample_rate, sample_rate * block_align, block_align, 16)
-        + b"data"
-        + struct.pack("<I", data_size)
-    )
 
 
 def _as_float_array(audio: Any) -> np.ndarray:

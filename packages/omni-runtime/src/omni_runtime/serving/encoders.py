@@ -15,7 +15,7 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-from .audio import AudioError, PcmAudio, wav_header
+from .pcm import AudioError, PcmAudio, wav_header
 
 
 @dataclass(frozen=True)

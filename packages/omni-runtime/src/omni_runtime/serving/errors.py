@@ -57,10 +57,13 @@ def runtime_error(exc: Exception) -> APIError:
 
     ``process_died``, ``shutdown`` and ``unavailable`` are retryable (503 with
     ``Retry-After``: another replica, the restarted process or another server
-    will take it); ``overloaded`` is 429 at once; ``deadline`` is 504; a
-    stage's own error is 500.
+    will take it); ``overloaded`` is 429 at once; ``deadline`` is 504;
+    ``invalid_request`` (the request breaks what the model declared) is 400
+    naming the field; a stage's own error is 500.
     """
     kind = getattr(exc, "kind", "stage_error")
+    if kind == "invalid_request":  # the model's verdict (or the parent's, from the limits the model declared)
+        return APIError(400, str(exc), param=getattr(exc, "param", None), code="invalid_value")
     if kind == "overloaded":
         return APIError(429, str(exc), type="rate_limit_error", code="overloaded", headers={"Retry-After": RETRY_AFTER_S})
     if kind in ("process_died", "shutdown", "unavailable"):

@@ -310,3 +310,11 @@ class _SupervisionCollector(Collector):
         for (kind, process), count in sorted((stats.get("control_failures") or {}).items()):
             failed.add_metric([kind, process], float(count))
         yield failed
+        by_worker = CounterMetricFamily(
+            "omni_worker_control_send_failures",
+            "Control messages (credit, heartbeat, ...) a worker could not send, by sending process, kind and peer (reported with its heartbeats).",
+            labels=["process", "kind", "peer"],
+        )
+        for (process, kind, peer), count in sorted((stats.get("worker_control_failures") or {}).items()):
+            by_worker.add_metric([process, kind, peer], float(count))
+        yield by_worker

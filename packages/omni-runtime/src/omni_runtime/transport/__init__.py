@@ -5,7 +5,9 @@ Quick map (each module's docstring has the why):
 * :mod:`.codec` - :class:`Codec` encodes stage payloads (dict/list/tuple/
   str/int/float/bool/None/bytes/torch.Tensor of every dtype and shape) into
   ZeroMQ frames without pickle; large tensors via shared memory
-  (:mod:`.wire` the format, :mod:`.decoding` the receiving side).
+  (:mod:`.wire` the format, :mod:`.decoding` the receiving side,
+  :mod:`.arrays` whether tensors decode into torch or numpy). Importing this
+  package does not import torch (``SUPPORTED_DTYPES`` does, when read).
 * :mod:`.envelope` - the header frame every message starts with.
 * :mod:`.shm` - :class:`ShmPool` (sender, bounded budget, back-pressure,
   segment reuse), :class:`ShmReader` (receiver), :func:`cleanup_run`.
@@ -31,7 +33,6 @@ Typical wiring in one process of a run::
 """
 
 from .codec import Codec, Encoded, decode, discard, encode
-from .dtypes import SUPPORTED_DTYPES
 from .envelope import decode_envelope, encode_envelope
 from .errors import (
     ChannelClosedError,
@@ -81,3 +82,12 @@ __all__ = [
     "remove_sender_segments",
     "validate_prefix",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``SUPPORTED_DTYPES`` (this torch build's dtypes) imports torch, so only when asked for."""
+    if name == "SUPPORTED_DTYPES":
+        from . import dtypes
+
+        return dtypes.SUPPORTED_DTYPES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

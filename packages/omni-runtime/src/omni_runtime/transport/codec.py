@@ -2,9 +2,15 @@
 
 Supported values (the stage contract's "codec types"): ``dict`` with ``str``
 keys, ``list``, ``tuple`` (decodes as a tuple), ``str``, ``int`` (within
-int64/uint64), ``float``, ``bool``, ``None``, ``bytes`` and ``torch.Tensor``
+int64/uint64), ``float``, ``bool``, ``None``, ``bytes``, ``torch.Tensor``
 of every dtype in :data:`~omni_runtime.transport.dtypes.SUPPORTED_DTYPES`
-(bfloat16, bool, complex, float8 ... ) and any shape, 0-d and empty included.
+(bfloat16, bool, complex, float8 ... ) and ``numpy.ndarray`` of the numeric
+dtypes numpy shares with torch, any shape, 0-d and empty included. A numpy
+array and a torch tensor of the same dtype and values are the same bytes on
+the wire; the receiver decides what it decodes into (``Codec(arrays=...)``,
+:mod:`.arrays`). Type checks look torch and numpy up in ``sys.modules``, so
+encoding never imports torch: a process that never loaded it (the parent)
+cannot be holding a tensor.
 Anything else raises :class:`CodecError` naming the path inside the value
 (``data["voice"]["emb"][1]``) and the fix. There is no pickle fallback, by
 design: a payload must be data, not code.
@@ -34,15 +40,16 @@ Decoding (:mod:`.decoding`) validates everything and raises
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import torch
 
+from .arrays import array_backend, numpy_wire_name
 from .decoding import DecodeWalk, parse
-from .dtypes import NAME_BY_DTYPE
+from .dtypes import NUMPY_NAMES, torch_tables
 from .errors import CodecError, TransportError
 from .shm import ShmLease, ShmPool, ShmReader, ShmRef
 from .wire import (
@@ -118,8 +125,11 @@ class Codec:
     Sender side: ``Codec(pool=ShmPool(prefix), shm_threshold=1 << 20)``;
     without a pool every tensor travels inline. Receiver side: ``reader``
     resolves shared-memory references (a default :class:`ShmReader` is made
-    on first use) by copying the bytes out and releasing the segment at once.
-    One codec per process is the intended use; it is thread-safe.
+    on first use) by copying the bytes out and releasing the segment at once;
+    ``arrays`` says what tensors decode into: ``"torch"`` tensors (the
+    default, what stage code takes) or ``"numpy"`` arrays (the parent, which
+    never loads torch). One codec per process is the intended use; it is
+    thread-safe.
     """
 
     def __init__(
@@ -132,7 +142,12 @@ class Codec:
         limits: CodecLimits = DEFAULT_LIMITS,
         shm_timeout: float | None = None,
         chunk_bytes: int | None = None,
+        arrays: str = "torch",
     ) -> None:
+        if arrays not in ("torch", "numpy"):
+            raise ValueError(f"arrays={arrays!r}: must be 'torch' or 'numpy'")
+        self.arrays = arrays
+        self._arrays: Any = None  # the backend, made on first decode (the torch one imports torch)
         if shm_threshold < 1:
             raise ValueError(f"shm_threshold={shm_threshold} must be >= 1 byte")
         if chunk_bytes is not None and chunk_bytes < 1:
@@ -237,8 +252,12 @@ class Codec:
                 st.buffers.append(x)
                 return msgspec.msgpack.Ext(EXT_BYTES, encoder.encode(len(st.buffers) - 1))
             return x
-        if isinstance(x, torch.Tensor):
-            return self._enc_tensor(x, st, path, timeout)
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(x, torch.Tensor):
+            return self._enc_tensor(torch, x, st, path, timeout)
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(x, np.ndarray):
+            return self._enc_ndarray(x, st, path, timeout)
         # Subclasses of plain types (IntEnum, numpy.float64, str enums) carry
         # their plain value; the subclass itself is not preserved.
         if isinstance(x, bool):
@@ -252,13 +271,13 @@ class Codec:
         hint = ""
         if t is bytearray or t is memoryview:
             hint = " (convert it with bytes(...))"
-        elif t.__module__ == "numpy" or t.__name__ == "ndarray":
-            hint = " (convert it with torch.from_numpy(...))"
+        elif t.__module__ == "numpy":
+            hint = " (convert a numpy scalar with .item(), or send a numpy.ndarray)"
         elif isinstance(x, (set, frozenset)):
             hint = " (convert it to a sorted list)"
         raise CodecError(
             f"{path_str(path)}: type {t.__module__}.{t.__qualname__} cannot be sent across processes{hint}; "
-            "payloads may hold dict (str keys), list, tuple, str, int, float, bool, None, bytes and torch.Tensor"
+            "payloads may hold dict (str keys), list, tuple, str, int, float, bool, None, bytes, torch.Tensor and numpy.ndarray"
         )
 
     def _check_buffer(self, nbytes: int, st: EncodeState, path: list) -> None:
@@ -270,12 +289,13 @@ class Codec:
                 "limit; configure a shared-memory pool for large tensors"
             )
 
-    def _enc_tensor(self, x: torch.Tensor, st: EncodeState, path: list, timeout: float | None) -> Any:
-        name = NAME_BY_DTYPE.get(x.dtype)
+    def _enc_tensor(self, torch: Any, x: Any, st: EncodeState, path: list, timeout: float | None) -> Any:
+        name_by_dtype = torch_tables()[1]
+        name = name_by_dtype.get(x.dtype)
         if name is None:
             raise CodecError(
                 f"{path_str(path)}: tensor dtype {x.dtype} is not supported on the wire "
-                f"(supported: {', '.join(sorted(NAME_BY_DTYPE.values()))}); quantized tensors: send "
+                f"(supported: {', '.join(sorted(name_by_dtype.values()))}); quantized tensors: send "
                 "int_repr() plus scale and zero point"
             )
         if x.layout != torch.strided:
@@ -310,27 +330,68 @@ class Codec:
             x = x.contiguous()
         chunk = self.chunk_bytes
         if chunk is not None and nbytes > chunk:  # no frame larger than chunk_bytes
-            whole = memoryview(_tensor_bytes(x)).cast("B")
+            whole = memoryview(_tensor_bytes(torch, x, name)).cast("B")
             first = len(st.buffers)
             for start in range(0, nbytes, chunk):
                 self._check_buffer(min(chunk, nbytes - start), st, path)
                 st.buffers.append(whole[start : start + chunk])
             return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_CHUNKED, first))
         self._check_buffer(nbytes, st, path)
-        st.buffers.append(_tensor_bytes(x))
+        st.buffers.append(_tensor_bytes(torch, x, name))
+        return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_INLINE, len(st.buffers) - 1))
+
+    def _enc_ndarray(self, x: Any, st: EncodeState, path: list, timeout: float | None) -> Any:
+        """A numpy array: the same wire form as a torch tensor of that dtype (the parent sends e.g. decoded reference audio)."""
+        import numpy as np  # already loaded: x is an array
+
+        name = numpy_wire_name(x)
+        if name is None:
+            raise CodecError(
+                f"{path_str(path)}: numpy dtype {x.dtype} is not supported on the wire "
+                f"(supported: {', '.join(sorted(NUMPY_NAMES))}); convert it with .astype(...)"
+            )
+        if x.ndim > self.limits.max_ndim:
+            raise CodecError(f"{path_str(path)}: array has {x.ndim} dims, over the limit of {self.limits.max_ndim}")
+        if not x.dtype.isnative:
+            x = x.astype(x.dtype.newbyteorder("="))  # the wire is this host's byte order, as torch's
+        shape = list(x.shape)
+        nbytes = x.nbytes
+        if self.pool is not None and nbytes >= self.shm_threshold and nbytes > 0:
+            if st.inline_only:
+                raise _ShmNeeded
+            lease = self.pool.acquire(nbytes, timeout=timeout)
+            st.leases.append(lease)
+            np.copyto(lease.array.view(x.dtype).reshape(x.shape), x)  # one copy, any strides
+            if len(st.refs) >= self.limits.max_shm_refs:
+                raise CodecError(f"{path_str(path)}: more than {self.limits.max_shm_refs} shared-memory tensors in one message")
+            st.refs.append([lease.ref.name, lease.ref.gen, lease.ref.nbytes])
+            return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_SHM, len(st.refs) - 1))
+        flat = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+        chunk = self.chunk_bytes
+        if chunk is not None and nbytes > chunk:
+            first = len(st.buffers)
+            for start in range(0, nbytes, chunk):
+                self._check_buffer(min(chunk, nbytes - start), st, path)
+                st.buffers.append(memoryview(flat[start : start + chunk]))
+            return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_CHUNKED, first))
+        self._check_buffer(nbytes, st, path)
+        st.buffers.append(memoryview(flat) if nbytes else b"")
         return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_INLINE, len(st.buffers) - 1))
 
     # -- decode ----------------------------------------------------------------------
 
-    def decode(self, frames: Sequence[Any], *, device: str | torch.device | None = None) -> Any:
+    def decode(self, frames: Sequence[Any], *, device: Any = None) -> Any:
         """Decode frames produced by :meth:`encode` (``zmq.Frame``, bytes or memoryviews).
 
-        ``device``: move tensors there (``None`` keeps them on the CPU).
-        Raises :class:`CodecError` on malformed input; shared-memory
-        references of a message that fails to decode are released.
+        Tensors become what ``arrays`` names. ``device``: move tensors there
+        (``None`` keeps them on the CPU; torch arrays only). Raises
+        :class:`CodecError` on malformed input; shared-memory references of
+        a message that fails to decode are released.
         """
         bufs, refs, tree = parse(frames, self.limits)
-        walk = DecodeWalk(bufs, refs, self.limits, device, self._get_reader().read if refs else None)
+        if self._arrays is None:
+            self._arrays = array_backend(self.arrays)
+        walk = DecodeWalk(bufs, refs, self.limits, device, self._get_reader().read_array if refs else None, self._arrays)
         try:
             value = walk.value(tree)
             walk.check_complete()
@@ -369,23 +430,15 @@ class Codec:
                     pass
 
 
-def _tensor_bytes(x: torch.Tensor) -> memoryview | bytes:
-    """Zero-copy byte view of a contiguous CPU tensor (keeps it alive)."""
+def _tensor_bytes(torch: Any, x: Any, name: str) -> memoryview | bytes:
+    """Zero-copy byte view of a contiguous CPU tensor (keeps it alive); ``name`` is its wire dtype name."""
     if x.numel() == 0:
         return b""
     if x.dim() != 1:
         x = x.reshape(-1)
-    if x.dtype in _NUMPY_DTYPES:
+    if name in NUMPY_NAMES:
         return memoryview(x.numpy())  # cheaper than a torch uint8 view
     return memoryview(x.view(torch.uint8).numpy())
-
-
-# dtypes numpy can wrap directly (others, e.g. bfloat16, go through a uint8 view).
-_NUMPY_DTYPES = frozenset(
-    getattr(torch, n)
-    for n in ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128")
-    if hasattr(torch, n)
-)
 
 
 DEFAULT_CODEC = Codec()
@@ -396,7 +449,7 @@ def encode(obj: Any) -> Encoded:
     return DEFAULT_CODEC.encode(obj)
 
 
-def decode(frames: Sequence[Any], *, device: str | torch.device | None = None) -> Any:
+def decode(frames: Sequence[Any], *, device: Any = None) -> Any:
     """Decode frames with a default codec (resolves shared memory too)."""
     return DEFAULT_CODEC.decode(frames, device=device)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
-import torch
+import numpy as np
 
 from .errors import CodecError
 from .shm import ShmRef
@@ -75,16 +75,19 @@ class DecodeWalk:
     an unreferenced segment would otherwise pin it).
     """
 
-    __slots__ = ("bufs", "device", "limits", "read_shm", "refs", "used_bufs", "used_refs")
+    __slots__ = ("arrays", "bufs", "device", "limits", "read_shm", "refs", "used_bufs", "used_refs")
 
     def __init__(
         self,
         bufs: list[memoryview],
         refs: list[ShmRef],
         limits: CodecLimits,
-        device: str | torch.device | None = None,
-        read_shm: Callable[[ShmRef], torch.Tensor] | None = None,
+        device: Any = None,
+        read_shm: Callable[[ShmRef], np.ndarray] | None = None,
+        arrays: Any = None,
     ) -> None:
+        """``arrays``: the :mod:`.arrays` backend tensors become (torch or numpy); ``read_shm`` returns a flat ``uint8`` copy."""
+        self.arrays = arrays
         self.bufs = bufs
         self.refs = refs
         self.limits = limits
@@ -115,7 +118,7 @@ class DecodeWalk:
         if t is TensorRef:
             tensor = self._tensor(x)
             if self.device is not None:
-                tensor = tensor.to(self.device)
+                tensor = self.arrays.to(tensor, self.device)
             return tensor
         if t is BytesRef:
             if x.index >= len(self.bufs) or x.index in self.used_bufs:
@@ -132,10 +135,10 @@ class DecodeWalk:
         if len(self.used_refs) != len(self.refs):
             raise CodecError("malformed message: unreferenced shared-memory segment(s)")
 
-    def _tensor(self, ref: TensorRef) -> torch.Tensor:
+    def _tensor(self, ref: TensorRef) -> Any:
         if len(ref.shape) > self.limits.max_ndim:
             raise CodecError(f"malformed message: tensor rank {len(ref.shape)} over the limit of {self.limits.max_ndim}")
-        nbytes = math.prod(ref.shape) * ref.dtype.itemsize
+        nbytes = math.prod(ref.shape) * ref.itemsize
         if ref.where == WHERE_CHUNKED:
             return self._joined(ref, nbytes)
         if ref.where == WHERE_INLINE:
@@ -146,11 +149,10 @@ class DecodeWalk:
             if buf.nbytes != nbytes:
                 raise CodecError(f"malformed message: tensor {ref.dtype} {list(ref.shape)} needs {nbytes} bytes, frame has {buf.nbytes}")
             if nbytes == 0:
-                return torch.empty(ref.shape, dtype=ref.dtype)
+                return self.arrays.empty(ref.dtype, ref.shape)
             if buf.readonly:
-                buf = bytearray(buf)  # never hand out a tensor over immutable memory
-            flat = torch.frombuffer(buf, dtype=ref.dtype)
-            return flat if len(ref.shape) == 1 else flat.view(ref.shape)
+                buf = bytearray(buf)  # never hand out an array over immutable memory
+            return self.arrays.from_buffer(buf, ref.dtype, ref.shape)
         if ref.index >= len(self.refs) or ref.index in self.used_refs:
             raise CodecError(f"malformed message: shared-memory reference {ref.index} is out of range or reused")
         self.used_refs.add(ref.index)
@@ -161,13 +163,12 @@ class DecodeWalk:
             raise CodecError("malformed message: a shared-memory tensor where none may appear")
         flat = self.read_shm(shm_ref)
         if nbytes == 0:
-            return torch.empty(ref.shape, dtype=ref.dtype)
-        return flat.view(ref.dtype).view(ref.shape)
+            return self.arrays.empty(ref.dtype, ref.shape)
+        return self.arrays.from_flat(flat, ref.dtype, ref.shape)
 
-    def _joined(self, ref: TensorRef, nbytes: int) -> torch.Tensor:
-        """Copy a chunked tensor's consecutive frames into one new tensor (the frames must add up exactly)."""
-        out = torch.empty(nbytes, dtype=torch.uint8)
-        flat = out.numpy()
+    def _joined(self, ref: TensorRef, nbytes: int) -> Any:
+        """Copy a chunked tensor's consecutive frames into one new array (the frames must add up exactly)."""
+        flat = np.empty(nbytes, dtype=np.uint8)
         filled, index = 0, ref.index
         while filled < nbytes:
             if index >= len(self.bufs) or index in self.used_bufs:
@@ -179,4 +180,4 @@ class DecodeWalk:
             flat[filled : filled + part.nbytes] = part
             filled += part.nbytes
             index += 1
-        return out.view(ref.dtype).view(ref.shape) if nbytes else torch.empty(ref.shape, dtype=ref.dtype)
+        return self.arrays.from_flat(flat, ref.dtype, ref.shape) if nbytes else self.arrays.empty(ref.dtype, ref.shape)

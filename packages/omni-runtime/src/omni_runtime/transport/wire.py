@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-import torch
 
-from .dtypes import DTYPE_BY_NAME
+from .dtypes import WIRE_ITEMSIZE
 from .errors import CodecError
 
 MAGIC = "omni"
@@ -58,10 +57,12 @@ class CodecLimits:
 class TensorRef:
     """A decoded tensor extension: where its bytes are and what they hold."""
 
-    __slots__ = ("dtype", "index", "shape", "where")
+    __slots__ = ("dtype", "index", "itemsize", "shape", "where")
 
-    def __init__(self, dtype: torch.dtype, shape: tuple[int, ...], where: int, index: int) -> None:
+    def __init__(self, dtype: str, shape: tuple[int, ...], where: int, index: int) -> None:
         self.dtype = dtype
+        """The wire name (``"float32"``); the receiver's array backend turns it into a dtype."""
+        self.itemsize = WIRE_ITEMSIZE[dtype]
         self.shape = shape
         self.where = where
         self.index = index
@@ -102,16 +103,13 @@ def ext_hook(code: int, data: memoryview) -> Any:
         if not (isinstance(meta, list) and len(meta) == 4):
             raise CodecError("malformed tensor header: expected [dtype, shape, where, index]")
         name, shape, where, index = meta
-        dtype = DTYPE_BY_NAME.get(name) if isinstance(name, str) else None
-        if dtype is None:
-            raise CodecError(
-                f"unknown tensor dtype {name!r} in message; this torch supports {sorted(DTYPE_BY_NAME)} (sender and receiver torch versions differ?)"
-            )
+        if not isinstance(name, str) or name not in WIRE_ITEMSIZE:
+            raise CodecError(f"unknown tensor dtype {name!r} in message; the wire knows {sorted(WIRE_ITEMSIZE)} (sender and receiver versions differ?)")
         if not isinstance(shape, list) or not all(type(d) is int and 0 <= d < (1 << 62) for d in shape):
             raise CodecError(f"malformed tensor shape {shape!r} in message")
         if where not in (WHERE_INLINE, WHERE_SHM, WHERE_CHUNKED) or type(index) is not int or index < 0:
             raise CodecError(f"malformed tensor location {where!r}/{index!r} in message")
-        return TensorRef(dtype, tuple(shape), where, index)
+        return TensorRef(name, tuple(shape), where, index)
     if code == EXT_BYTES:
         try:
             index = small_decoder.decode(data)

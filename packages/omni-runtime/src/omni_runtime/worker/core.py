@@ -86,7 +86,8 @@ class Worker:
                 forwarder.delivery = runner
                 dispatcher = InboxDispatcher(self.plane, self.requests, runner)
                 endpoint = self.plane.endpoint() if hasattr(self.plane, "endpoint") else None  # where peers on other nodes reach us
-                ready = {"endpoint": endpoint, **stage_facts(self.topology, self.instance), **append_facts(self.stages.adapters)}
+                objects = {name: adapter.obj for name, adapter in self.stages.adapters.items()}
+                ready = {"endpoint": endpoint, **stage_facts(self.topology, self.instance, objects), **append_facts(self.stages.adapters)}
                 await to_parent.send(E.header(E.READY, src=self.name, has_data=True), ready)
                 beating = loop.create_task(self._heartbeat(forwarder)) if self.options.heartbeat_interval > 0 else None
                 try:
@@ -106,10 +107,15 @@ class Worker:
         under the GIL) stops beating; the parent kills and restarts it under its
         policy instead of letting its requests wait out their deadlines.
         """
-        header = E.header(E.HEARTBEAT, src=self.name)
+        control = forwarder.control
         while True:
             await asyncio.sleep(self.options.heartbeat_interval)
-            await forwarder.control.send(E.PARENT, header)
+            # control sends this process could not make since the last beat (a credit to a peer that is
+            # gone, ...) ride along, so the parent counts them in /metrics; an undelivered beat keeps them
+            failures = control.take_unreported()
+            header = E.header(E.HEARTBEAT, src=self.name, has_data=bool(failures))
+            if not await control.send(E.PARENT, header, failures or None) and failures:
+                control.unreported_again(failures)
 
     @contextlib.contextmanager
     def _sigterm_reported(self, loop: asyncio.AbstractEventLoop):

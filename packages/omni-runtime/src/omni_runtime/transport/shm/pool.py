@@ -30,6 +30,7 @@ import os
 import threading
 import time
 import weakref
+from typing import Any
 
 from ..errors import ShmBudgetError, ShmError, ShmTimeoutError
 from .segment import HEADER, HEADER_BYTES, MAGIC, MAP_FLAGS, SHM_DIR, Segment, ShmRef, destroy_all, size_class, validate_prefix
@@ -43,30 +44,40 @@ DEFAULT_IDLE_TTL_S = 60.0
 class ShmLease:
     """One acquired segment region, owned by the sender until sent.
 
-    ``view`` is a writable flat ``uint8`` tensor of ``nbytes`` over the
-    segment: copy the source into it (``view.view(dtype).view(shape).copy_(t)``
-    handles non-contiguous and CUDA sources in one copy). Then either
-    :meth:`mark_sent` once the message carrying :attr:`ref` was queued, or
-    :meth:`cancel` if it never will be.
+    ``array`` is a writable flat ``uint8`` numpy array of ``nbytes`` over the
+    segment, ``view`` the same memory as a torch tensor (made on first use;
+    ``view.view(dtype).view(shape).copy_(t)`` handles non-contiguous and CUDA
+    sources in one copy). Then either :meth:`mark_sent` once the message
+    carrying :attr:`ref` was queued, or :meth:`cancel` if it never will be.
     """
 
-    __slots__ = ("_pool", "_seg", "ref", "view")
+    __slots__ = ("_pool", "_seg", "_view", "array", "ref")
 
     def __init__(self, pool: ShmPool, seg: Segment, nbytes: int) -> None:
         self._pool = pool
         self._seg = seg
         self.ref = ShmRef(seg.name, seg.gen, nbytes)
-        self.view = seg.data[:nbytes]
+        self.array: Any = seg.data[:nbytes]
+        self._view: Any = None
+
+    @property
+    def view(self) -> Any:
+        """The segment region as a flat ``uint8`` torch tensor (imports torch; None once sent or cancelled)."""
+        if self._view is None and self.array is not None:
+            import torch
+
+            self._view = torch.from_numpy(self.array)
+        return self._view
 
     def mark_sent(self, peer: str | None = None) -> None:
         """The reference is on its way (to ``peer``); the receiver's claim/release frees it."""
         self._pool._mark_sent(self._seg, self.ref.gen, peer)
-        self.view = None
+        self.array = self._view = None
 
     def cancel(self) -> None:
         """Give the segment back unsent (encode or send failed, request aborted)."""
         self._pool._cancel(self._seg, self.ref.gen)
-        self.view = None
+        self.array = self._view = None
 
 
 class ShmPool:

@@ -2,7 +2,7 @@
 
 A receiver *claims* a segment reference: it takes a shared ``flock`` on the
 segment file, checks the generation number the sender wrote, copies the
-bytes into an ordinary tensor, marks the generation claimed and drops the
+bytes into an ordinary array, marks the generation claimed and drops the
 lock, all before returning. The sender then reuses the (warm) segment. A
 reference can be claimed once; a second decode of the same message fails
 with :class:`CodecError`. There is no lifetime coupling at all between the
@@ -16,11 +16,12 @@ import mmap
 import os
 import threading
 import time
+from typing import Any
 
-import torch
+import numpy as np
 
 from ..errors import CodecError
-from .segment import CLAIM_OFFSET, HEADER, HEADER_BYTES, MAGIC, MAP_FLAGS, NAME_RE, SHM_DIR, U64, ShmRef, tensor_over
+from .segment import CLAIM_OFFSET, HEADER, HEADER_BYTES, MAGIC, MAP_FLAGS, NAME_RE, SHM_DIR, U64, ShmRef, array_over
 
 
 class ShmReader:
@@ -38,20 +39,25 @@ class ShmReader:
         self.cache_bytes = int(cache_bytes)
         self.allowed_prefix = allowed_prefix
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[int, int, mmap.mmap, torch.Tensor]] = {}
+        self._cache: dict[str, tuple[int, int, mmap.mmap, np.ndarray]] = {}
         self._last_sweep = time.monotonic()
 
-    def read(self, ref: ShmRef) -> torch.Tensor:
-        """Claim ``ref`` and return a private copy of its bytes as a flat ``uint8`` tensor."""
+    def read_array(self, ref: ShmRef) -> np.ndarray:
+        """Claim ``ref`` and return a private copy of its bytes as a flat ``uint8`` numpy array (what the codec uses)."""
         fd, size, ino = self._open_claimed(ref)
         try:
-            if ref.nbytes == 0:
-                return torch.empty(0, dtype=torch.uint8)
-            out = torch.empty(ref.nbytes, dtype=torch.uint8)
-            out.copy_(self._cached(ref.name, size, ino)[1][: ref.nbytes])
+            out = np.empty(ref.nbytes, dtype=np.uint8)
+            if ref.nbytes:
+                out[:] = self._cached(ref.name, size, ino)[1][: ref.nbytes]
             return out
         finally:
             os.close(fd)
+
+    def read(self, ref: ShmRef) -> Any:
+        """:meth:`read_array` as a flat ``uint8`` torch tensor (imports torch)."""
+        import torch
+
+        return torch.from_numpy(self.read_array(ref))
 
     def release(self, ref: ShmRef) -> None:
         """Claim and release ``ref`` without reading (dropped message)."""
@@ -109,7 +115,7 @@ class ShmReader:
             raise
         return fd, st.st_size, st.st_ino
 
-    def _cached(self, name: str, size: int, ino: int) -> tuple[mmap.mmap, torch.Tensor]:
+    def _cached(self, name: str, size: int, ino: int) -> tuple[mmap.mmap, np.ndarray]:
         with self._lock:
             now = time.monotonic()
             if now - self._last_sweep > 1.0:
@@ -128,7 +134,7 @@ class ShmReader:
                 mm = mmap.mmap(fd, size, flags=MAP_FLAGS)
             finally:
                 os.close(fd)
-            view = tensor_over(mm, size - HEADER_BYTES, HEADER_BYTES)
+            view = array_over(mm, size - HEADER_BYTES, HEADER_BYTES)
             self._cache[name] = (ino, size, mm, view)
             total = sum(v[1] for v in self._cache.values())
             for key in list(self._cache):

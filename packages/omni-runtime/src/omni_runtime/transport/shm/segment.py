@@ -25,7 +25,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-import torch
+import numpy as np
 
 SHM_DIR = "/dev/shm"
 HEADER_BYTES = 64
@@ -131,17 +131,17 @@ def size_class(nbytes: int) -> int:
     return -(-n // step) * step
 
 
-def tensor_over(mm: mmap.mmap, count: int, offset: int) -> torch.Tensor:
-    """A flat ``uint8`` tensor over ``mm`` that keeps the mapping alive as long as it lives.
+def array_over(mm: mmap.mmap, count: int, offset: int) -> np.ndarray:
+    """A flat ``uint8`` numpy array over ``mm`` that keeps the mapping alive as long as it lives.
 
-    ``torch.frombuffer`` keeps a reference to the object it is given but holds
-    no buffer export, so ``mm.close()`` would unmap the memory under a live
-    tensor (a segfault in whichever thread touches it next, e.g. an encode
-    still copying when the pool closes). Through a memoryview, ``close()``
-    raises ``BufferError`` while any such tensor lives, and the mapping is
-    unmapped when the last one is freed.
+    The array holds a buffer export of ``mm`` (through a memoryview), so
+    ``mm.close()`` raises ``BufferError`` while any view of it lives (an encode
+    still copying when the pool closes, a torch tensor made with
+    ``torch.from_numpy``) instead of unmapping memory under it; the mapping is
+    unmapped when the last one is freed. numpy, not torch: the parent process
+    reads and writes segments without loading torch.
     """
-    return torch.frombuffer(memoryview(mm), dtype=torch.uint8, count=count, offset=offset)
+    return np.frombuffer(memoryview(mm), dtype=np.uint8, count=count, offset=offset)
 
 
 class Segment:
@@ -154,7 +154,7 @@ class Segment:
         self.path = path
         self.fd = fd
         self.mm = mm
-        self.data = tensor_over(mm, capacity, HEADER_BYTES)
+        self.data = array_over(mm, capacity, HEADER_BYTES)
         self.capacity = capacity
         self.gen = 1
         self.state = "free"  # free | leased | sent
