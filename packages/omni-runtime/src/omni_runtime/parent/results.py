@@ -26,6 +26,7 @@ from ..launch import Backend, ExitInfo
 from ..routing import Router
 from ..supervision import READY, HeartbeatWatch, Instance, Supervisor
 from ..supervision.supervisor import silent_words
+from .reports import StageReports
 from .requests import RequestTable
 
 log = logging.getLogger("omni.runtime")
@@ -55,12 +56,8 @@ class ResultRouter:
     startup: asyncio.Future[None] | None = None
     loop: asyncio.AbstractEventLoop | None = None
     heartbeats: HeartbeatWatch | None = None
-    stage_voices: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """``VOICES`` of each stage's factory module, as its worker reported at ready."""
-    stage_append: set[str] = field(default_factory=set)
-    """Stages whose stage object has an ``append`` hook (input appended to a running request), reported at ready."""
-    stage_limits: dict[str, dict[str, int]] = field(default_factory=dict)
-    """``REQUEST_LIMITS`` each stage declared (``max_input_chars``, ``sample_rate``), as its worker reported at ready."""
+    reports: StageReports = field(default_factory=StageReports)
+    """What each worker said about its stages at ready (voices, limits, append)."""
     worker_control_failures: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     """Control messages workers could not send, by (sending instance, kind, peer), from their heartbeats."""
 
@@ -93,17 +90,7 @@ class ResultRouter:
         if kind == E.READY:
             report = msg.payload() if h.get(E.HAS_DATA) else None
             report = report if isinstance(report, dict) else {}
-            voices = report.get("voices")
-            if isinstance(voices, dict):
-                self.stage_voices.update({str(k): tuple(str(v) for v in vs) for k, vs in voices.items() if isinstance(vs, list)})
-            appendable = report.get("append")
-            if isinstance(appendable, list):
-                self.stage_append.update(str(s) for s in appendable)
-            limits = report.get("limits")
-            if isinstance(limits, dict):
-                self.stage_limits.update(
-                    {str(k): {str(n): v for n, v in d.items() if type(v) is int} for k, d in limits.items() if isinstance(d, dict)}
-                )
+            self.reports.take(report)
             # where a worker on another node listens (None on one host)
             await self.backend.ready(h[E.SRC], report.get("endpoint"), self.control.send)
             self.on_ready(h[E.SRC])

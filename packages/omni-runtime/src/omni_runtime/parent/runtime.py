@@ -36,15 +36,16 @@ from .. import envelope as E
 from ..control import ControlSender
 from ..distributed.launch import RendezvousBook
 from ..distributed.topology import group_health
-from ..errors import AppendRefused, RequestFailed, RuntimeNotRunning, StartupError
+from ..errors import RequestFailed, RuntimeNotRunning, StartupError
 from ..launch import Backend, LaunchedWorker, RunSetup, WorkerLaunch, backend_named
 from ..launch.registry import placement_notes
 from ..routing import ReplicaChooser, Router, instance_pairs
 from ..supervision import STARTING, HeartbeatWatch, Supervisor
 from ..worker.options import WorkerOptions
 from .admission import Admission, AdmissionLimits
+from .appending import InputAppender
 from .handle import RequestHandle
-from .requests import Inflight, RequestTable
+from .requests import RequestTable
 from .results import ResultRouter
 from .sync import SyncRuntime
 from .watch import STATUS_READY, STATUS_STARTING, STATUS_UNHEALTHY, InstanceWatch, serving_status
@@ -152,6 +153,7 @@ class Runtime:
             self.table, self.chooser, self.router, self.watch, topology.entry_stage, AdmissionLimits(request_timeout, max_inflight, send_timeout)
         )
         self.results = ResultRouter(self.table, self.router, self.control, backend, lambda: self._shutting_down)
+        self.appender = InputAppender(topology.entry_stage, self.router, self.control, self.results.reports, send_timeout)
         self._accepting = False
         self._started = False
         self._ready = False
@@ -324,31 +326,14 @@ class Runtime:
                 raise RuntimeNotRunning("the runtime is shutting down and admits no new requests")
             raise RuntimeNotRunning("the runtime is not accepting requests (not started, stopping or stopped)")
         assert self._loop is not None
-        self._check_limits(data)
+        self.results.reports.check_input(self.topology.entry_stage, data)
         req = await self.admission.admit(data, timeout, self._loop)
-        return RequestHandle(self.table, req, self._append)
+        return RequestHandle(self.table, req, self.appender)
 
     def supports_append(self) -> bool:
         """Whether the entry stage takes input appended to a running request (``RequestHandle.append``): its
         stage object has an ``append`` hook, as its worker reported at ready (False before ready)."""
-        return self.topology.entry_stage in self.results.stage_append
-
-    async def _append(self, req: Inflight, data: Any, final: bool) -> None:
-        """Send one piece of input to the process(es) running ``req``'s entry stage, on the route a cancel
-        takes (the same outbox as the entry payload, so the pieces arrive after it and in order)."""
-        entry = self.topology.entry_stage
-        if not self.supports_append():
-            raise AppendRefused(
-                f"the model's entry stage {entry!r} does not take appended input (its stage object has no append hook); "
-                "send the whole input in one request", reason="not_supported")
-        header = E.header(E.APPEND, rid=req.rid, stage=entry, has_data=True)
-        if final:
-            header[E.FINAL] = True
-        for target in self.router.targets(entry, req.binding):
-            if not await self.control.send(target.instance, header, data, timeout=self.send_timeout):
-                if req.future.done():
-                    raise AppendRefused(f"request {req.rid} has finished; its input can no longer grow", reason="finished")
-                raise RequestFailed(f"could not send appended input to process {target.instance}", kind="unavailable")
+        return self.appender.supported()
 
     async def __aenter__(self) -> Runtime:
         await self.start()
@@ -409,31 +394,12 @@ class Runtime:
     def voices(self) -> tuple[str, ...]:
         """The preset voices the model lists (``VOICES`` of its entry stage's module, else of the first stage
         module that has one), as the workers reported them at ready: the parent never imports a stage module."""
-        reported = self.results.stage_voices
-        entry = self.topology.entry_stage
-        for stage in [entry, *(s.name for s in self.topology.stages if s.name != entry)]:
-            if stage in reported:
-                return reported[stage]
-        return ()
+        return self.results.reports.model_voices(self.topology)
 
     def request_limits(self) -> dict[str, int]:
         """What the entry stage declared it accepts (``REQUEST_LIMITS`` of its module or stage object:
         ``max_input_chars``, ``sample_rate``), as its worker reported at ready; empty when it declares none."""
-        return dict(self.results.stage_limits.get(self.topology.entry_stage, {}))
-
-    def _check_limits(self, data: Any) -> None:
-        """Refuse here, without a round trip to a worker, a request the entry stage declared it would refuse."""
-        most = self.results.stage_limits.get(self.topology.entry_stage, {}).get("max_input_chars")
-        text = data.get("text") if isinstance(data, dict) else None
-        if most is not None and isinstance(text, str) and len(text) > most:
-            exc = RequestFailed(
-                f"input is {len(text)} characters; this model accepts at most {most} (its {self.topology.entry_stage} stage declares "
-                "max_input_chars); split the text into shorter requests",
-                stage=self.topology.entry_stage,
-                kind="invalid_request",
-            )
-            exc.param = "input"
-            raise exc
+        return dict(self.results.reports.limits.get(self.topology.entry_stage, {}))
 
     def control_failures(self) -> dict[tuple[str, str], int]:
         """Control messages (cancel, credit, shutdown, peer list) that could not be sent, by (kind, peer)."""
