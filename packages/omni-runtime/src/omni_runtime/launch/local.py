@@ -15,8 +15,8 @@ Workers run at a lower CPU priority than the parent (``worker_nice``, default
 control plane (accepting connections, admitting or refusing requests, routing
 results) and must not queue behind compute when the machine's cores are busy.
 On a GPU server the workers wait on the GPU and lose nothing; on a saturated
-CPU host the parent's event loop stays responsive (Ray runs its workers at
-niceness 15 for the same reason).
+CPU host the parent's event loop stays responsive (cluster schedulers run
+their workers at a raised niceness for the same reason).
 """
 
 from __future__ import annotations
