@@ -199,6 +199,7 @@ class _Waiting:
     params: SamplingParams
     generator: torch.Generator
     span: int
+    on_start: Callable[[float], None] | None = None
 
 
 def _describe(models: Any) -> str:
@@ -264,17 +265,19 @@ class StepScheduler:
         cancelled: Callable[[], bool] = lambda: False,
         deadline: float | None = None,
         chunking: tuple[int, int] | None = None,
+        on_start: Callable[[float], None] | None = None,
     ) -> FrameStream:
         """Queue a request (prompt ``[1, T, dim]``); a request that cannot fit the context is refused
         here, before any audio streams. ``deadline`` is a ``time.monotonic()`` instant;
-        ``chunking`` groups the frames handed over (``FrameStream``)."""
+        ``chunking`` groups the frames handed over (``FrameStream``); ``on_start`` hears the
+        seconds the request waited here before its prefill began (``StageContext.record_queue_wait``)."""
         self.batch.check_prompt(prompt)
         span = self.batch.reserve(prompt.shape[1], limits)
         stream = FrameStream(cancelled, deadline, chunking, self.schedule.frame_rate)
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self.name}: the engine's scheduler is closed")
-            self._waiting.append(_Waiting(stream, prompt, limits, params, generator, span))
+            self._waiting.append(_Waiting(stream, prompt, limits, params, generator, span, on_start))
             if self._thread is None:
                 sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
                 self._thread = threading.Thread(target=self._run, name=f"{self.name}-scheduler", daemon=True)
@@ -335,6 +338,13 @@ class StepScheduler:
     def _prefill(self, admitted: list[_Waiting], busy: bool) -> None:
         """fifo: one forward per request; deadline: one forward for all of them (if it fails,
         each is retried alone, so only a request that fails by itself fails)."""
+        now = time.monotonic()
+        for waiting in admitted:
+            if waiting.on_start is not None:
+                try:
+                    waiting.on_start(now - waiting.stream.clock.arrived)
+                except Exception:  # noqa: BLE001, S110 - a metric must never fail the engine
+                    pass
         if self.schedule.deadline:
             for waiting in admitted:
                 waiting.stream.fit_to_playback(self.schedule.due_margin_s)
