@@ -95,6 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--text-length", type=_int_list, action="append", metavar="CHARS",
         help="characters of text per request; repeatable or a list like 80,400 (default: 200)",
     )
+    parser.add_argument("--voice", default=None, help="voice of every request (a checkpoint with named speakers needs one; default: the model's own)")
     parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True, help="stream audio chunks to the client (default: on)")
     parser.add_argument("--warmup", type=int, default=1, metavar="N", help="unmeasured requests before each row, sent at the row's concurrency (default: %(default)s)")
     parser.add_argument(
