@@ -15,8 +15,9 @@ runs the loop:
 The order is the stage's ``Schedule`` (``omni_models.common.playback``). ``deadline`` (the
 default) protects playback: streams are admitted before non-streamed requests, all admitted
 requests are prefilled in one forward, a stream that starts while the engine is busy gets a
-small first chunk and then chunks that ramp up, and non-streamed requests sit out steps while
-a stream is due. ``fifo`` admits in arrival order and prefills one request at a time.
+small first chunk and then chunks that ramp up, non-streamed requests sit out steps while
+a stream is due, and while a new stream awaits its first chunk, streams whose listeners have
+audio to spare sit out too (its first frames come from steps of a small batch). ``fifo`` admits in arrival order and prefills one request at a time.
 
 A request's output does not depend on who else is running (``omni_models.common.batch``), so
 batching changes throughput and latency, never audio.
@@ -191,6 +192,12 @@ class FrameStream:
         return torch.tensor(self._frames.pop())
 
 
+def _can_wait(stream: FrameStream, now: float, margin: float) -> bool:
+    """A started stream whose listener still holds more than ``margin`` of audio (its frame rate
+    known: without it nobody can tell, so it never waits)."""
+    return stream.clock.started is not None and bool(stream.frame_rate) and stream.due(margin) > now
+
+
 @dataclass(eq=False)
 class _Waiting:
     stream: FrameStream
@@ -248,7 +255,8 @@ class StepScheduler:
         self.prefills: list[int] = []
         """Requests prefilled by each prefill forward, in order (the last 64)."""
         self.sat_out = 0
-        """Row-steps non-streamed requests sat out while a stream was due."""
+        """Row-steps that sat out while a stream was due (non-streamed requests; streams with audio
+        to spare while a new stream awaited its first chunk)."""
 
     @property
     def token_budget(self) -> int:
@@ -387,7 +395,12 @@ class StepScheduler:
                 self._leave(stream, TimeoutError(f"{self.name}: the request passed its deadline while generating"))
 
     def _stepping(self) -> set[FrameStream] | None:
-        """Who steps now: everyone, except (deadline) non-streamed requests while a stream is due."""
+        """Who steps now (deadline): everyone, except while a stream is due. Then non-streamed
+        requests sit out; and while a stream awaits its first chunk, so do streams whose listeners
+        hold more than ``due_margin_s`` of audio: the new stream's first frames come from a
+        small batch's steps (a step's cost grows with the batch) instead of waiting behind
+        chunks nobody needs yet. Those streams step again as soon as their own clock comes
+        within the margin, so they cannot run dry for it."""
         if not self.schedule.deadline or not self._steps_subsets:
             return None
         now = time.monotonic()
@@ -395,9 +408,12 @@ class StepScheduler:
         streams = list(self.batch.rows)
         if not any(s.due(margin) <= now for s in streams):
             return None
-        due = {s for s in streams if s.streaming}
-        self.sat_out += len(streams) - len(due)
-        return due if len(due) < len(streams) else None
+        if any(s.streaming and s.clock.started is None for s in streams):
+            chosen = {s for s in streams if s.streaming and not _can_wait(s, now, margin)}
+        else:
+            chosen = {s for s in streams if s.streaming}
+        self.sat_out += len(streams) - len(chosen)
+        return chosen if len(chosen) < len(streams) else None
 
     def _step(self) -> None:
         self.peak_batch = max(self.peak_batch, len(self.batch))
