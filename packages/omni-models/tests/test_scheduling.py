@@ -192,6 +192,26 @@ def test_chunks_after_the_first_fit_the_listeners_playback_clock(monkeypatch, in
     assert [c.shape[1] for c in stream.chunks()] == sizes
 
 
+def test_a_stream_inside_its_margin_ramps_its_chunks_instead_of_shrinking_them(monkeypatch):
+    """The listener holds less than the margin (for the vocoder and the wire) from the start: 1-frame
+    chunks would multiply the downstream work per second of audio and never build a buffer, so the
+    chunks double until the listener has the margin, then fit its clock, and never shrink again."""
+    import omni_models.common.playback as playback_module
+    import omni_models.common.scheduler as scheduler_module
+
+    now = [100.0]
+    monkeypatch.setattr(scheduler_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(playback_module.time, "monotonic", lambda: now[0])
+    stream = FrameStream(lambda: False, None, chunking=(1, 8), frame_rate=10.0)  # 100 ms of audio per frame
+    stream.fit_to_playback(0.5)  # a margin longer than the first chunk's audio
+    for i in range(30):
+        now[0] += 0.01  # 10x real time
+        stream._put([i])
+    stream._finish()
+    sizes = [c.shape[1] for c in stream.chunks()]
+    assert sizes == [1, 2, 4, 6, 8, 8, 1], sizes  # the last is what was left at the end
+
+
 def test_scheduling_knobs_are_validated_with_the_fix():
     with pytest.raises(ScheduleKnobError) as err:
         StepScheduler(tiny_model("parallel"), schedule=Schedule("edf", 0), stage="tts_engine")
