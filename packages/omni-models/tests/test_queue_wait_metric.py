@@ -60,3 +60,19 @@ def test_requests_queued_behind_a_full_batch_report_their_wait():
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+@pytest.mark.timeout(300)
+def test_omni_bench_reports_the_queue_wait_of_each_row():
+    from e2e_support import omni
+
+    result = omni(
+        "bench", "--model", MODEL, "--device", "cpu", "--requests", "3", "--repeat", "1", "--warmup", "0", "--concurrency", "1,3",
+        "--text-length", "40", "--json", "--stages.tts_engine.factory_args.max_batch_size", "1",
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {row["concurrency"]: row for row in json.loads(result.stdout)["rows"]}
+    assert rows[1]["queue_wait_p50_s"] is not None and rows[1]["queue_wait_p50_s"] >= 0
+    # three clients on a batch of one: the median request waits for another to finish
+    assert rows[3]["queue_wait_p50_s"] > rows[1]["queue_wait_p50_s"]
+    assert rows[3]["queue_wait_p95_s"] >= rows[3]["queue_wait_p50_s"]
