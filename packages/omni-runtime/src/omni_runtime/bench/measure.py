@@ -155,7 +155,8 @@ class _Bench:
 
     async def max_rate(self, length: int) -> tuple[float | None, list[Row]]:
         """Highest rate that ``passes``, each probe held ``--max-rate-window`` seconds: double from
-        ``--max-rate-start`` until one fails, then bisect."""
+        ``--max-rate-start`` until one fails (if the start itself fails, halve it up to
+        ``HALVINGS`` times until one passes), then bisect."""
         bound = self.args.ttfa_bound_ms / 1000.0
         rate, good, bad, rows = self.args.max_rate_start, None, None, []
 
@@ -168,6 +169,14 @@ class _Bench:
                 good, rate = rate, rate * 2
             else:
                 bad = rate
+        rate = self.args.max_rate_start
+        for _ in range(HALVINGS if good is None else 0):
+            rate = round(rate / 2, 4)
+            rows.append(await self.open(length, rate, held(rate)))
+            if passes(rows[-1], bound):
+                good = rate
+                break
+            bad = rate
         if good is None or bad is None:
             return good, rows
         for _ in range(self.args.max_rate_steps):
@@ -175,6 +184,10 @@ class _Bench:
             rows.append(await self.open(length, mid, held(mid)))
             good, bad = (mid, bad) if passes(rows[-1], bound) else (good, mid)
         return good, rows
+
+
+#: Times ``--max-rate`` halves a start rate that failed before it reports none.
+HALVINGS = 2
 
 
 def _ms(value: float | None) -> str:

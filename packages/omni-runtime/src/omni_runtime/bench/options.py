@@ -81,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-rate", action="store_true",
         help="search the highest open-loop rate served with zero underruns and p95 TTFA within --ttfa-bound-ms: "
-        "double from --max-rate-start until a rate fails, then bisect --max-rate-steps times",
+        "double from --max-rate-start until a rate fails (a start that fails is halved up to twice), then bisect --max-rate-steps times",
     )
     parser.add_argument("--ttfa-bound-ms", type=float, default=1000.0, metavar="MS", help="p95 TTFA a rate must stay within for --max-rate (default: %(default)s)")
     parser.add_argument("--max-rate-start", type=float, default=0.5, metavar="R", help="first rate --max-rate tries (default: %(default)s)")

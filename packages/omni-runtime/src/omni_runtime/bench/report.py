@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from .measure import Row, run_async
+from .measure import HALVINGS, Row, run_async
 from .options import CURRENT, BenchUsageError, add_arguments
 
 #: What each JSON row field means (printed with ``--json``, so a script need not guess units).
@@ -140,7 +140,7 @@ def to_json(rows: Sequence[Row], args: argparse.Namespace, max_rate: dict[str, f
 def max_rate_lines(found: dict[str, float | None], args: argparse.Namespace) -> list[str]:
     lines = []
     for label, rate in found.items():
-        what = f"{rate:g} requests/s" if rate is not None else f"none (even {args.max_rate_start:g}/s failed)"
+        what = f"{rate:g} requests/s" if rate is not None else f"none (even {args.max_rate_start / 2**HALVINGS:g}/s failed)"
         lines.append(f"max rate with zero underruns and p95 TTFA <= {args.ttfa_bound_ms:g} ms, {label}: {what}")
     return lines
 
