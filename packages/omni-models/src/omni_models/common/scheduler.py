@@ -17,7 +17,8 @@ default) protects playback: streams are admitted before non-streamed requests, a
 requests are prefilled in one forward, a stream that starts while the engine is busy gets a
 small first chunk and then chunks that ramp up, non-streamed requests sit out steps while
 a stream is due, and while a new stream awaits its first chunk, streams whose listeners have
-audio to spare sit out too (its first frames come from steps of a small batch). ``fifo`` admits in arrival order and prefills one request at a time.
+audio to spare sit out too (its first frames come from steps of a small batch). ``fifo``
+admits in arrival order and prefills one request at a time.
 
 A request's output does not depend on who else is running (``omni_models.common.batch``), so
 batching changes throughput and latency, never audio.
