@@ -17,6 +17,10 @@ Every row runs ``--repeat`` times; the JSON rows carry the spread. A model witho
 
     python benchmarks/stream_bench.py [--models qwen/qwen3-tts,bosonai/higgs-tts-3-4b,omni/espeak]
         [--requests 8] [--repeat 3] [--text-length 60] [--ttfa-bound-ms 1500] [--json FILE]
+        [--weights MODEL=DIR] [--voice MODEL=NAME]   # e.g. the real Qwen3-TTS 12 Hz pipeline
+
+Each run records the load average while it ran (the machine may be shared); the latest numbers
+and what they mean are in docs/streaming-under-load.md.
 """
 
 from __future__ import annotations
