@@ -17,6 +17,10 @@ Every row runs ``--repeat`` times; the JSON rows carry the spread. A model witho
 
     python benchmarks/stream_bench.py [--models qwen/qwen3-tts,bosonai/higgs-tts-3-4b,omni/espeak]
         [--requests 8] [--repeat 3] [--text-length 60] [--ttfa-bound-ms 1500] [--json FILE]
+        [--weights MODEL=DIR] [--voice MODEL=NAME]   # e.g. the real Qwen3-TTS 12 Hz pipeline
+
+Each run records the load average while it ran (the machine may be shared); the latest numbers
+and what they mean are in docs/streaming-under-load.md.
 """
 
 from __future__ import annotations
@@ -27,14 +31,19 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 MODELS = ("qwen/qwen3-tts", "bosonai/higgs-tts-3-4b", "omni/espeak")
-#: Models whose engine and vocoder declare the ``scheduler`` knob.
-SCHEDULED = {"qwen/qwen3-tts", "bosonai/higgs-tts-3-4b"}
 FIFO = "--stages.tts_engine.factory_args.scheduler fifo --stages.vocoder.factory_args.scheduler fifo"
+#: Models with the ``scheduler`` knob, and the overrides that select ``fifo`` (the real Qwen3-TTS
+#: 12 Hz pipeline's vocoder has no scheduler: only its engine switches).
+SCHEDULED = {
+    "qwen/qwen3-tts": FIFO, "bosonai/higgs-tts-3-4b": FIFO,
+    **{f"qwen/qwen3-tts-12hz-{v}": "--stages.tts_engine.factory_args.scheduler fifo" for v in ("0.6b-base", "1.7b-base", "0.6b-customvoice", "1.7b-customvoice")},
+}
 GOAL_RATE, GOAL_HALF_RATE_TTFA, GOAL_C8_TTFA = 1.5, 2.0, 2.0
 
 
@@ -44,16 +53,51 @@ def omni_bench(model: str, extra: list[str], args: argparse.Namespace) -> dict[s
         "--requests", str(args.requests), "--repeat", str(args.repeat), "--text-length", str(args.text_length), *extra,
     ]  # a later --requests in extra wins
     if model in SCHEDULED:
-        cmd += ["--alt", f"fifo={FIFO}"]
+        cmd += ["--alt", f"fifo={SCHEDULED[model]}"]
+    for option, per_model in (("--weights", args.weights), ("--voice", args.voice)):
+        if model in per_model:
+            cmd += [option, per_model[model]]
     began = time.perf_counter()
     load = os.getloadavg()[0]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    with LoadSampler() as sampler:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if done.returncode != 0:
         raise SystemExit(f"omni bench failed for {model} ({' '.join(extra)}):\n{done.stderr[-3000:]}")
     report = json.loads(done.stdout)
     report["load_before"], report["seconds"] = load, round(time.perf_counter() - began, 1)
-    print(f"  {model} {' '.join(extra)}: {report['seconds']} s, load average {load:.1f}", file=sys.stderr, flush=True)
+    report["load_during"] = sampler.summary()
+    print(
+        f"  {model} {' '.join(extra)}: {report['seconds']} s, load average before {load:.1f}, during mean {report['load_during']['mean']:.1f} "
+        f"max {report['load_during']['max']:.1f} (this run adds up to ~1-2 of it; {os.cpu_count()} CPUs)",
+        file=sys.stderr, flush=True,
+    )
     return report
+
+
+class LoadSampler:
+    """The 1-minute load average every 2 s while a run lasts: the machine is shared, so each row
+    says how busy it was (a row measured at load 4 on 2 cores is noise-dominated)."""
+
+    def __init__(self, interval: float = 2.0):
+        self.interval, self.samples = interval, [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.samples.append(os.getloadavg()[0])
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(os.getloadavg()[0])
+
+    def summary(self) -> dict[str, float]:
+        return {"mean": round(sum(self.samples) / len(self.samples), 2), "max": round(max(self.samples), 2)}
 
 
 def _ms(value: float | None) -> str:
@@ -86,11 +130,21 @@ def measure(model: str, args: argparse.Namespace) -> dict[str, Any]:
     return {"model": model, "closed": closed, "search": search, "half": half, "found": found}
 
 
+def _load_line(result: dict[str, Any]) -> str:
+    parts = []
+    for key in ("closed", "search", "half"):
+        report = result.get(key)
+        if report and "load_during" in report:
+            load = report["load_during"]
+            parts.append(f"{key} {load['mean']:.1f} (max {load['max']:.1f})")
+    return f"load average during the runs ({os.cpu_count()} CPUs, shared): " + ", ".join(parts)
+
+
 def goal_lines(result: dict[str, Any], args: argparse.Namespace) -> list[str]:
     model = result["model"]
     rows = result["closed"]["rows"]
     by = {(r["topology"], r["concurrency"]): r for r in rows}
-    lines = [f"\n## {model}", "", "| scheduler | conc | TTFA p50 ms (spread) | TTFA p95 ms | underruns (requests) | x real-time | c8/c1 TTFA p50 |", "|---|---|---|---|---|---|---|"]
+    lines = [f"\n## {model}", "", _load_line(result), "", "| scheduler | conc | TTFA p50 ms (spread) | TTFA p95 ms | queue wait p50 ms | underruns (requests) | x real-time | c8/c1 TTFA p50 |", "|---|---|---|---|---|---|---|---|"]
     for topology in ("current", "fifo"):
         c1 = by.get((topology, 1))
         for conc in (1, 8):
@@ -99,7 +153,7 @@ def goal_lines(result: dict[str, Any], args: argparse.Namespace) -> list[str]:
                 continue
             name = "deadline" if topology == "current" and model in SCHEDULED else ("fifo" if topology == "fifo" else "-")
             ratio = _ratio(r["ttfa_p50_s"], c1["ttfa_p50_s"] if c1 else None) if conc == 8 else ""
-            lines.append(f"| {name} | {conc} | {_ms(r['ttfa_p50_s'])} ({_spread(r, 'ttfa_p50_s')}) | {_ms(r['ttfa_p95_s'])} | {r['underrun_events']} ({r['underrun_requests']}) | {r['audio_s_per_s']:.2f} | {ratio} |")
+            lines.append(f"| {name} | {conc} | {_ms(r['ttfa_p50_s'])} ({_spread(r, 'ttfa_p50_s')}) | {_ms(r['ttfa_p95_s'])} | {_ms(r.get('queue_wait_p50_s'))} | {r['underrun_events']} ({r['underrun_requests']}) | {r['audio_s_per_s']:.2f} | {ratio} |")
     lines += ["", "| scheduler | offered/s | completed/s | TTFA p50 ms | TTFA p95 ms (spread) | underruns (requests) | underrun spread | passes |", "|---|---|---|---|---|---|---|---|"]
     bound = args.ttfa_bound_ms / 1000
     for r in result["search"]["rows"]:
@@ -152,8 +206,16 @@ def main() -> int:
     parser.add_argument("--max-rate-steps", type=int, default=2)
     parser.add_argument("--window", type=float, default=10.0, help="seconds each open-loop rate is held (requests = max(--requests, rate x window))")
     parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--weights", action="append", default=[], metavar="MODEL=DIR", help="checkpoint directory of a model (repeatable), e.g. a tiny random Qwen3-TTS 12 Hz checkpoint")
+    parser.add_argument("--voice", action="append", default=[], metavar="MODEL=NAME", help="voice of a model's requests (repeatable; a CustomVoice checkpoint needs a speaker)")
     parser.add_argument("--json", metavar="FILE", default=None, help="also write every omni bench report here")
     args = parser.parse_args()
+    for name in ("weights", "voice"):
+        pairs = [item.partition("=") for item in getattr(args, name)]
+        bad = [model for model, eq, value in pairs if not eq or not value]
+        if bad:
+            parser.error(f"--{name} takes MODEL=VALUE, got {', '.join(bad)}")
+        setattr(args, name, {model: value for model, _, value in pairs})
     print(f"stream bench: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {args.requests} requests x {args.repeat} runs per row, {args.text_length} chars", flush=True)
     results = []
     for model in args.models.split(","):

@@ -113,6 +113,47 @@ def test_a_non_streamed_request_sits_out_while_a_stream_is_due_and_its_codes_do_
         scheduler.close()
 
 
+@pytest.mark.parametrize("policy", ["deadline", "fifo"])
+def test_a_new_streams_first_chunk_goes_ahead_of_a_stream_with_audio_to_spare(policy):
+    """A steady stream whose listener holds seconds of audio (1 frame = 1 s here) sits out while a
+    new stream (delay layout: several steps before its first frame) awaits its first chunk, so
+    those steps are a batch of one; under fifo it steps along. Neither stream's codes change."""
+    model = tiny_model("delay")
+    steady_request, new_request = Request(1, 40, 40), Request(2, 12, 12)
+    alone = StepScheduler(model)
+    try:
+        expected = [codes_of(alone.submit(*r.args(model))) for r in (steady_request, new_request)]
+    finally:
+        alone.close()
+    scheduler = StepScheduler(model, schedule=Schedule(policy, frame_rate=1.0, due_margin_s=0.1))
+    try:
+        with scheduler._cond:  # hold the loop: the steady stream's first chunk is handed over before the new stream joins
+            steady = scheduler.submit(*steady_request.args(model), chunking=(1, 4))
+        head = next(iter(steady))
+        with scheduler._cond:
+            made_at_join = steady._made  # a step already under way may still add one frame
+            fresh = scheduler.submit(*new_request.args(model), chunking=(1, 4))
+            seen: list[int] = []
+            hand_over = fresh._hand_over
+
+            def first_hand_over() -> None:  # scheduler thread: how far the steady stream got meanwhile
+                if not seen:
+                    seen.append(steady._made - made_at_join)
+                hand_over()
+
+            fresh._hand_over = first_hand_over
+        got_fresh = codes_of(fresh)
+        got_steady = torch.stack([head, *steady], dim=1)
+    finally:
+        scheduler.close()
+    assert torch.equal(got_steady, expected[0]) and torch.equal(got_fresh, expected[1])
+    warmup = model.config.num_codebooks  # steps the delay layout takes to a new request's first frame
+    if policy == "fifo":
+        assert seen[0] >= warmup - 1, ("under fifo the steady stream steps along", seen)
+    else:
+        assert seen[0] <= 1 and scheduler.sat_out >= warmup - 1, (seen, scheduler.sat_out)
+
+
 def test_a_stream_starting_on_a_busy_engine_gets_a_small_first_chunk_then_ramps_up():
     stream = FrameStream(lambda: False, None, chunking=(3, 6))
     stream.start_small(1)
@@ -149,6 +190,26 @@ def test_chunks_after_the_first_fit_the_listeners_playback_clock(monkeypatch, in
         stream._put([i])
     stream._finish()
     assert [c.shape[1] for c in stream.chunks()] == sizes
+
+
+def test_a_stream_inside_its_margin_ramps_its_chunks_instead_of_shrinking_them(monkeypatch):
+    """The listener holds less than the margin (for the vocoder and the wire) from the start: 1-frame
+    chunks would multiply the downstream work per second of audio and never build a buffer, so the
+    chunks double until the listener has the margin, then fit its clock, and never shrink again."""
+    import omni_models.common.playback as playback_module
+    import omni_models.common.scheduler as scheduler_module
+
+    now = [100.0]
+    monkeypatch.setattr(scheduler_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(playback_module.time, "monotonic", lambda: now[0])
+    stream = FrameStream(lambda: False, None, chunking=(1, 8), frame_rate=10.0)  # 100 ms of audio per frame
+    stream.fit_to_playback(0.5)  # a margin longer than the first chunk's audio
+    for i in range(30):
+        now[0] += 0.01  # 10x real time
+        stream._put([i])
+    stream._finish()
+    sizes = [c.shape[1] for c in stream.chunks()]
+    assert sizes == [1, 2, 4, 6, 8, 8, 1], sizes  # the last is what was left at the end
 
 
 def test_scheduling_knobs_are_validated_with_the_fix():

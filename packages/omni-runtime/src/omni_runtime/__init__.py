@@ -13,6 +13,7 @@ repository's ``docs/stage-contract.md``. Public API (see the package README)::
     result = await handle.result()    # terminal payload data; raises RequestFailed(message)
     await handle.cancel()             # aborts the request in every stage
     handle.stage_timings              # stage -> seconds (filled when the request finishes)
+    handle.queue_waits                # stage -> seconds waited in a batching stage's queue before its first step
     rt.health()                       # {"healthy": bool, "processes": {instance: "starting"|"ready"|"dead"|"stopped"}}
     rt.queue_depths()                 # {instance: in-flight requests bound to it}
     await rt.shutdown(grace=5.0)

@@ -14,12 +14,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .payload import StagePayload
 
+QUEUE_WAIT = "queue_wait:"
+"""Prefix of the stage-timing keys that carry a stage's queue wait (``queue_wait:<stage>``): they
+travel to the parent with the stage timings and reach ``/metrics`` as
+``omni_stage_queue_wait_seconds``; ``RequestHandle.stage_timings`` leaves them out."""
+
 
 class StageContext:
     """Per-request, per-stage handle passed to ``process`` and ``consume``."""
 
     __slots__ = (
-        "_aemit", "_cancel_event", "_loop", "deadline", "device", "process_name", "request_id", "stage_name", "tp_rank", "tp_size", "upstream_payload",
+        "_aemit", "_cancel_event", "_loop", "_timings", "deadline", "device", "process_name", "request_id", "stage_name", "tp_rank", "tp_size", "upstream_payload",
     )
 
     def __init__(
@@ -35,6 +40,7 @@ class StageContext:
         aemit: Callable[[Any], Awaitable[None]],
         loop: asyncio.AbstractEventLoop,
         deadline: float | None = None,
+        timings: dict[str, float] | None = None,
     ) -> None:
         self.request_id = request_id
         self.stage_name = stage_name
@@ -50,6 +56,15 @@ class StageContext:
         self._cancel_event = cancel_event
         self._aemit = aemit
         self._loop = loop
+        self._timings = timings
+
+    def record_queue_wait(self, seconds: float) -> None:
+        """Report how long this request waited in the stage's own queue (a batching engine's
+        scheduler) before its first step. The runtime carries it with the stage timings to the
+        server's ``/metrics`` (``omni_stage_queue_wait_seconds{model,stage,replica}``); callable
+        from any thread, the first report per stage counts."""
+        if self._timings is not None and seconds >= 0:
+            self._timings.setdefault(QUEUE_WAIT + self.stage_name, float(seconds))
 
     @property
     def cancelled(self) -> bool:

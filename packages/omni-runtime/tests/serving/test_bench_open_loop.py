@@ -149,3 +149,27 @@ def test_open_loop_usage_mistakes_are_refused_before_anything_starts(capsys, arg
     assert cli.main(["bench", "--config", str(PIPELINE), *args]) == 1
     err = capsys.readouterr().err
     assert message in err and "starting" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("capacity", "found", "probed"), [
+    (3.0, 3.0, [1.0, 2.0, 4.0, 3.0, 3.5]),  # doubles until one fails, then bisects
+    (0.3, 0.25, [1.0, 0.5, 0.25, 0.375, 0.312]),  # the start fails: halves until one passes, then bisects
+    (0.1, None, [1.0, 0.5, 0.25]),  # nothing passes within two halvings
+])
+def test_max_rate_searches_up_from_a_passing_start_and_down_from_a_failing_one(capacity, found, probed):
+    import argparse
+    from dataclasses import replace
+
+    from omni_runtime.bench.measure import _Bench
+
+    bench = _Bench.__new__(_Bench)
+    bench.args = argparse.Namespace(ttfa_bound_ms=1000.0, max_rate_start=1.0, max_rate_limit=64.0, max_rate_steps=2, max_rate_window=8.0, requests=4)
+    tried: list[float] = []
+
+    async def probe(length: int, rate: float, requests: int):  # a server that keeps up to `capacity` requests/s
+        tried.append(rate)
+        return replace(make_row("current", 1, None, length, [], 1.0, 0.0, {}, rate=rate), ttfa_p95_s=0.05, underrun_events=int(rate > capacity))
+
+    bench.open = probe
+    rate, rows = asyncio.run(bench.max_rate(60))
+    assert (rate, tried) == (found, probed) and len(rows) == len(probed)

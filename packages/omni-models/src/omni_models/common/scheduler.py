@@ -15,8 +15,10 @@ runs the loop:
 The order is the stage's ``Schedule`` (``omni_models.common.playback``). ``deadline`` (the
 default) protects playback: streams are admitted before non-streamed requests, all admitted
 requests are prefilled in one forward, a stream that starts while the engine is busy gets a
-small first chunk and then chunks that ramp up, and non-streamed requests sit out steps while
-a stream is due. ``fifo`` admits in arrival order and prefills one request at a time.
+small first chunk and then chunks that ramp up, non-streamed requests sit out steps while
+a stream is due, and while a new stream awaits its first chunk, streams whose listeners have
+audio to spare sit out too (its first frames come from steps of a small batch). ``fifo``
+admits in arrival order and prefills one request at a time.
 
 A request's output does not depend on who else is running (``omni_models.common.batch``), so
 batching changes throughput and latency, never audio.
@@ -139,22 +141,30 @@ class FrameStream:
         self._queue.put(self._held)
         self._held = []
         if self._fit_margin is not None:  # one frame tells no rate yet: double it
-            self._target = self._fitted() if self._made > 1 else min(self._size, 2 * n)
+            self._target = self._fitted(n) if self._made > 1 else min(self._size, 2 * n)
             return
         self._target = min(self._size, 2 * n) if self._ramp else self._size
         self._ramp = self._ramp and self._target < self._size
 
-    def _fitted(self) -> int:
+    def _fitted(self, last: int) -> int:
         """Half the frames this stream makes before its listener's audio runs out (less the margin):
         the chunk arrives with time to spare and the listener's buffer grows by the rest, so
-        chunks grow with it; full chunks when the stream is slower than real time."""
+        chunks grow with it; full chunks when the stream is slower than real time.
+
+        Never smaller than the last chunk (``last`` frames), and twice it when the listener is
+        already inside the margin: chunks that shrank there (to 1 frame) only multiplied the
+        vocoder's decodes and the hops per second of audio, the stream stayed inside the margin,
+        and on a busy CPU the vocoder fell behind every stream at once (Higgs-TTS on 2 cores:
+        underruns from 1.25 requests/s under deadline, none to 3.5/s under fifo)."""
         now = time.monotonic()
         made_for = now - self._first_frame_at
         rate = (self._made - 1) / made_for if made_for > 0 else 0.0  # frames per second since the first
         if rate < self.frame_rate:
             return self._size  # it cannot keep up: underruns come anyway, full chunks cost the vocoder least
         fit = int(FIT_SHARE * rate * (self.clock.due() - self._fit_margin - now))
-        return max(1, min(self._size, fit))
+        if fit < 1:
+            return min(self._size, 2 * last)
+        return min(self._size, max(last, fit))
 
     def _finish(self, error: BaseException | None = None) -> None:
         if not self.done:
@@ -191,6 +201,12 @@ class FrameStream:
         return torch.tensor(self._frames.pop())
 
 
+def _can_wait(stream: FrameStream, now: float, margin: float) -> bool:
+    """A started stream whose listener still holds more than ``margin`` of audio (its frame rate
+    known: without it nobody can tell, so it never waits)."""
+    return stream.clock.started is not None and bool(stream.frame_rate) and stream.due(margin) > now
+
+
 @dataclass(eq=False)
 class _Waiting:
     stream: FrameStream
@@ -199,6 +215,7 @@ class _Waiting:
     params: SamplingParams
     generator: torch.Generator
     span: int
+    on_start: Callable[[float], None] | None = None
 
 
 def _describe(models: Any) -> str:
@@ -247,7 +264,8 @@ class StepScheduler:
         self.prefills: list[int] = []
         """Requests prefilled by each prefill forward, in order (the last 64)."""
         self.sat_out = 0
-        """Row-steps non-streamed requests sat out while a stream was due."""
+        """Row-steps that sat out while a stream was due (non-streamed requests; streams with audio
+        to spare while a new stream awaited its first chunk)."""
 
     @property
     def token_budget(self) -> int:
@@ -264,17 +282,19 @@ class StepScheduler:
         cancelled: Callable[[], bool] = lambda: False,
         deadline: float | None = None,
         chunking: tuple[int, int] | None = None,
+        on_start: Callable[[float], None] | None = None,
     ) -> FrameStream:
         """Queue a request (prompt ``[1, T, dim]``); a request that cannot fit the context is refused
         here, before any audio streams. ``deadline`` is a ``time.monotonic()`` instant;
-        ``chunking`` groups the frames handed over (``FrameStream``)."""
+        ``chunking`` groups the frames handed over (``FrameStream``); ``on_start`` hears the
+        seconds the request waited here before its prefill began (``StageContext.record_queue_wait``)."""
         self.batch.check_prompt(prompt)
         span = self.batch.reserve(prompt.shape[1], limits)
         stream = FrameStream(cancelled, deadline, chunking, self.schedule.frame_rate)
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self.name}: the engine's scheduler is closed")
-            self._waiting.append(_Waiting(stream, prompt, limits, params, generator, span))
+            self._waiting.append(_Waiting(stream, prompt, limits, params, generator, span, on_start))
             if self._thread is None:
                 sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
                 self._thread = threading.Thread(target=self._run, name=f"{self.name}-scheduler", daemon=True)
@@ -335,6 +355,13 @@ class StepScheduler:
     def _prefill(self, admitted: list[_Waiting], busy: bool) -> None:
         """fifo: one forward per request; deadline: one forward for all of them (if it fails,
         each is retried alone, so only a request that fails by itself fails)."""
+        now = time.monotonic()
+        for waiting in admitted:
+            if waiting.on_start is not None:
+                try:
+                    waiting.on_start(now - waiting.stream.clock.arrived)
+                except Exception:  # noqa: BLE001, S110 - a metric must never fail the engine
+                    pass
         if self.schedule.deadline:
             for waiting in admitted:
                 waiting.stream.fit_to_playback(self.schedule.due_margin_s)
@@ -377,7 +404,12 @@ class StepScheduler:
                 self._leave(stream, TimeoutError(f"{self.name}: the request passed its deadline while generating"))
 
     def _stepping(self) -> set[FrameStream] | None:
-        """Who steps now: everyone, except (deadline) non-streamed requests while a stream is due."""
+        """Who steps now (deadline): everyone, except while a stream is due. Then non-streamed
+        requests sit out; and while a stream awaits its first chunk, so do streams whose listeners
+        hold more than ``due_margin_s`` of audio: the new stream's first frames come from a
+        small batch's steps (a step's cost grows with the batch) instead of waiting behind
+        chunks nobody needs yet. Those streams step again as soon as their own clock comes
+        within the margin, so they cannot run dry for it."""
         if not self.schedule.deadline or not self._steps_subsets:
             return None
         now = time.monotonic()
@@ -385,9 +417,12 @@ class StepScheduler:
         streams = list(self.batch.rows)
         if not any(s.due(margin) <= now for s in streams):
             return None
-        due = {s for s in streams if s.streaming}
-        self.sat_out += len(streams) - len(due)
-        return due if len(due) < len(streams) else None
+        if any(s.streaming and s.clock.started is None for s in streams):
+            chosen = {s for s in streams if s.streaming and not _can_wait(s, now, margin)}
+        else:
+            chosen = {s for s in streams if s.streaming}
+        self.sat_out += len(streams) - len(chosen)
+        return chosen if len(chosen) < len(streams) else None
 
     def _step(self) -> None:
         self.peak_batch = max(self.peak_batch, len(self.batch))

@@ -210,6 +210,7 @@ class AREngine:
             prompt, request.limits, self.params_for(request), generator_for(self.seed, request.seed, self.model_name),
             cancelled=lambda: is_cancelled(ctx), deadline=getattr(ctx, "deadline", None),
             chunking=(self.first_chunk_frames, self.chunk_frames) if chunked else None,
+            on_start=getattr(ctx, "record_queue_wait", None),
         )
 
     def stream(self, ctx: Any, request: Any, cond: torch.Tensor | None, prompt_codes: torch.Tensor | None = None, extra: dict[str, Any] | None = None) -> int:

@@ -157,6 +157,7 @@ class HiggsEngine:
         frames = self.scheduler.submit(
             prompt, self._limits(data, prompt.shape[1]), params, generator_for(self.seed, data["seed"], MODEL),
             cancelled=lambda: is_cancelled(ctx), deadline=getattr(ctx, "deadline", None), chunking=self.chunking,
+            on_start=getattr(ctx, "record_queue_wait", None),
         )
         try:
             total = emit_codes(ctx, frames.chunks())

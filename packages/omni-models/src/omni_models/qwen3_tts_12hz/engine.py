@@ -97,6 +97,7 @@ class TalkerEngine:
             prompt, fields.limits, job, generator_for(self.seed, fields.seed, self.name),
             cancelled=lambda: is_cancelled(ctx), deadline=getattr(ctx, "deadline", None),
             chunking=self.chunking if chunked else None,
+            on_start=getattr(ctx, "record_queue_wait", None),
         )
 
     def stream(self, prepared: Any, ctx: Any, open_text: OpenText | None = None) -> int:

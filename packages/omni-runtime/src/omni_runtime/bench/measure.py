@@ -52,6 +52,8 @@ class Row:
     underrun_events: int = 0
     underrun_requests: int = 0
     underrun_s: float = 0.0
+    queue_wait_p50_s: float | None = None
+    queue_wait_p95_s: float | None = None
     repeats: int = 1
     spread: dict[str, list[float | None]] = field(default_factory=dict)
 
@@ -119,7 +121,7 @@ class _Bench:
         self.pids = runtime.instance_pids()
 
     async def _warm(self, length: int, concurrency: int) -> None:
-        warm = [request_data(length, i, self.args.stream) for i in range(self.args.warmup)]
+        warm = [request_data(length, i, self.args.stream, self.args.voice) for i in range(self.args.warmup)]
         if warm:
             await drive(self.runtime, warm, min(concurrency, len(warm)), self.args.stream, self.args.request_timeout)
 
@@ -127,7 +129,7 @@ class _Bench:
         await self._warm(length, concurrency)
         rows = []
         for _ in range(self.args.repeat):
-            payloads = [request_data(length, i, self.args.stream) for i in range(self.args.requests)]
+            payloads = [request_data(length, i, self.args.stream, self.args.voice) for i in range(self.args.requests)]
             with RssSampler(self.pids) as rss:
                 samples, wall = await drive(self.runtime, payloads, concurrency, self.args.stream, self.args.request_timeout)
             rows.append(make_row(self.name, len(self.target.topology.instances), concurrency, length, samples, wall, self.startup, rss.mib()))
@@ -139,7 +141,7 @@ class _Bench:
         await self._warm(length, 1)
         rows = []
         for repeat in range(self.args.repeat):
-            payloads = [request_data(length, i, self.args.stream) for i in range(requests or self.args.requests)]
+            payloads = [request_data(length, i, self.args.stream, self.args.voice) for i in range(requests or self.args.requests)]
             arrivals = poisson_arrivals(rate, len(payloads), self.args.seed + repeat)
             with RssSampler(self.pids) as rss:
                 samples, wall = await drive_open_loop(self.runtime, payloads, arrivals, self.args.stream, self.args.request_timeout)
@@ -153,7 +155,8 @@ class _Bench:
 
     async def max_rate(self, length: int) -> tuple[float | None, list[Row]]:
         """Highest rate that ``passes``, each probe held ``--max-rate-window`` seconds: double from
-        ``--max-rate-start`` until one fails, then bisect."""
+        ``--max-rate-start`` until one fails (if the start itself fails, halve it up to
+        ``HALVINGS`` times until one passes), then bisect."""
         bound = self.args.ttfa_bound_ms / 1000.0
         rate, good, bad, rows = self.args.max_rate_start, None, None, []
 
@@ -166,6 +169,14 @@ class _Bench:
                 good, rate = rate, rate * 2
             else:
                 bad = rate
+        rate = self.args.max_rate_start
+        for _ in range(HALVINGS if good is None else 0):
+            rate = round(rate / 2, 4)
+            rows.append(await self.open(length, rate, held(rate)))
+            if passes(rows[-1], bound):
+                good = rate
+                break
+            bad = rate
         if good is None or bad is None:
             return good, rows
         for _ in range(self.args.max_rate_steps):
@@ -173,6 +184,10 @@ class _Bench:
             rows.append(await self.open(length, mid, held(mid)))
             good, bad = (mid, bad) if passes(rows[-1], bound) else (good, mid)
         return good, rows
+
+
+#: Times ``--max-rate`` halves a start rate that failed before it reports none.
+HALVINGS = 2
 
 
 def _ms(value: float | None) -> str:
@@ -243,6 +258,8 @@ def make_row(
         underrun_events=sum(p.underrun_events for p in played),
         underrun_requests=sum(1 for p in played if p.underrun_events),
         underrun_s=round(sum(p.underrun_s for p in played), 6),
+        queue_wait_p50_s=percentile([s.queue_wait_s for s in ok if s.queue_wait_s is not None], 50),
+        queue_wait_p95_s=percentile([s.queue_wait_s for s in ok if s.queue_wait_s is not None], 95),
     )
 
 

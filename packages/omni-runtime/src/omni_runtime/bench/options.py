@@ -81,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-rate", action="store_true",
         help="search the highest open-loop rate served with zero underruns and p95 TTFA within --ttfa-bound-ms: "
-        "double from --max-rate-start until a rate fails, then bisect --max-rate-steps times",
+        "double from --max-rate-start until a rate fails (a start that fails is halved up to twice), then bisect --max-rate-steps times",
     )
     parser.add_argument("--ttfa-bound-ms", type=float, default=1000.0, metavar="MS", help="p95 TTFA a rate must stay within for --max-rate (default: %(default)s)")
     parser.add_argument("--max-rate-start", type=float, default=0.5, metavar="R", help="first rate --max-rate tries (default: %(default)s)")
@@ -95,6 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--text-length", type=_int_list, action="append", metavar="CHARS",
         help="characters of text per request; repeatable or a list like 80,400 (default: 200)",
     )
+    parser.add_argument("--voice", default=None, help="voice of every request (a checkpoint with named speakers needs one; default: the model's own)")
     parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True, help="stream audio chunks to the client (default: on)")
     parser.add_argument("--warmup", type=int, default=1, metavar="N", help="unmeasured requests before each row, sent at the row's concurrency (default: %(default)s)")
     parser.add_argument(

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from .measure import Row, run_async
+from .measure import HALVINGS, Row, run_async
 from .options import CURRENT, BenchUsageError, add_arguments
 
 #: What each JSON row field means (printed with ``--json``, so a script need not guess units).
@@ -27,6 +27,7 @@ FIELDS = {
     "underrun_events": "times a listener playing each stream in real time from its first chunk ran out of audio, all requests",
     "underrun_requests": "requests with at least one underrun",
     "underrun_s": "seconds of silence those underruns inserted, all requests",
+    "queue_wait_p50_s": "time a request waited in batching engines' queues before its first step, median (also _p95_s); null when no stage reports one",
     "repeats": "runs of this row; the row is the median run by TTFA p95",
     "spread": "[min, max] over the runs of ttfa_p50_s, ttfa_p95_s, underrun_events, underrun_s, requests_per_s",
 }
@@ -64,13 +65,13 @@ def _align(header: list[str], body: list[list[str]], title: str) -> list[str]:
 def render_open_table(rows: Sequence[Row], *, title: str = "") -> str:
     """Open-loop rows: what a real-time listener heard at each offered rate (median run, spread over runs)."""
     header = [
-        "topology", "chars", "offered/s", "completed/s", "ok/n", "TTFA p50 ms", "TTFA p95 ms", "p95 spread", "audible p50 ms",
+        "topology", "chars", "offered/s", "completed/s", "ok/n", "TTFA p50 ms", "TTFA p95 ms", "p95 spread", "queue wait p50 ms", "audible p50 ms",
         "chunk gap p50/p95/max ms", "underruns (requests)", "underrun spread", "underrun s", "RTF", "x real-time", "runs",
     ]
     body = [
         [
             r.topology, str(r.text_chars), f"{r.offered_rate:g}", f"{r.requests_per_s:.2f}", f"{r.requests - r.failed}/{r.requests}",
-            _ms(r.ttfa_p50_s), _ms(r.ttfa_p95_s), _spread_ms(r, "ttfa_p95_s"), _ms(r.audible_p50_s),
+            _ms(r.ttfa_p50_s), _ms(r.ttfa_p95_s), _spread_ms(r, "ttfa_p95_s"), _ms(r.queue_wait_p50_s), _ms(r.audible_p50_s),
             f"{_ms(r.chunk_interval_p50_s)}/{_ms(r.chunk_interval_p95_s)}/{_ms(r.chunk_interval_max_s)}",
             f"{r.underrun_events} ({r.underrun_requests})", _spread_n(r, "underrun_events"), f"{r.underrun_s:.2f}",
             "-" if r.rtf is None else f"{r.rtf:.3f}", f"{r.audio_s_per_s:.2f}", str(r.repeats),
@@ -89,7 +90,7 @@ def render_table(rows: Sequence[Row], *, title: str = "") -> str:
     base = {(r.concurrency, r.text_chars): r.requests_per_s for r in rows if r.topology == CURRENT}
     header = [
         "topology", "procs", "conc", "chars", "ok/n", "req/s", "vs current", "TTFA p50 ms", "TTFA p95 ms", "RTF", "x real-time", "RSS MiB per process",
-        "p50 spread", "underruns (requests)", "runs",
+        "p50 spread", "queue wait p50 ms", "underruns (requests)", "runs",
     ]
     body = []
     for r in rows:
@@ -109,6 +110,7 @@ def render_table(rows: Sequence[Row], *, title: str = "") -> str:
                 f"{r.audio_s_per_s:.2f}",
                 f"{rss} (total {sum(r.rss_mib.values()):.0f})",
                 _spread_ms(r, "ttfa_p50_s"),
+                _ms(r.queue_wait_p50_s),
                 f"{r.underrun_events} ({r.underrun_requests})",
                 str(r.repeats),
             ]
@@ -138,7 +140,7 @@ def to_json(rows: Sequence[Row], args: argparse.Namespace, max_rate: dict[str, f
 def max_rate_lines(found: dict[str, float | None], args: argparse.Namespace) -> list[str]:
     lines = []
     for label, rate in found.items():
-        what = f"{rate:g} requests/s" if rate is not None else f"none (even {args.max_rate_start:g}/s failed)"
+        what = f"{rate:g} requests/s" if rate is not None else f"none (even {args.max_rate_start / 2**HALVINGS:g}/s failed)"
         lines.append(f"max rate with zero underruns and p95 TTFA <= {args.ttfa_bound_ms:g} ms, {label}: {what}")
     return lines
 

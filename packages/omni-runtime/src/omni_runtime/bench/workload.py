@@ -40,9 +40,9 @@ def workload_text(length: int, index: int) -> str:
     return text + "."
 
 
-def request_data(length: int, index: int, stream: bool) -> dict[str, Any]:
+def request_data(length: int, index: int, stream: bool, voice: str | None = None) -> dict[str, Any]:
     """The ``index``-th request of a row: what ``omni serve`` hands the runtime for a speech request."""
-    return {"text": workload_text(length, index), "voice": None, "speed": 1.0, "response_format": "pcm", "stream": stream}
+    return {"text": workload_text(length, index), "voice": voice, "speed": 1.0, "response_format": "pcm", "stream": stream}
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,8 @@ class RequestSample:
     error: str | None = None
     playback: Playback | None = None
     """What a listener playing the stream in real time from its first chunk experienced (streamed requests)."""
+    queue_wait_s: float | None = None
+    """Seconds the request waited in batching engines' queues before its first step (``RequestHandle.queue_waits``, summed); None: no stage reported one."""
 
 
 def _audio_seconds(chunk: Any) -> float:
@@ -104,7 +106,11 @@ async def one_request(runtime: Any, data: dict[str, Any], stream: bool, timeout:
     latency = time.perf_counter() - began
     # Without streaming, the client holds no audio until the response is complete.
     ttfa = first if stream else latency
-    return RequestSample(ok=True, latency_s=latency, first_audio_s=ttfa, audio_s=audio_s, playback=play(arrivals) if stream and arrivals else None)
+    waits = getattr(handle, "queue_waits", None) or {}
+    return RequestSample(
+        ok=True, latency_s=latency, first_audio_s=ttfa, audio_s=audio_s, playback=play(arrivals) if stream and arrivals else None,
+        queue_wait_s=sum(waits.values()) if waits else None,
+    )
 
 
 async def drive(runtime: Any, payloads: list[dict[str, Any]], concurrency: int, stream: bool, timeout: float) -> tuple[list[RequestSample], float]:

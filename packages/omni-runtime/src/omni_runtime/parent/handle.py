@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from ..context import QUEUE_WAIT
 from ..errors import AppendRefused, RequestCancelled
 from .requests import END, Inflight, RequestTable
 
@@ -35,7 +36,12 @@ class RequestHandle:
     @property
     def stage_timings(self) -> dict[str, float]:
         """Seconds spent in each stage; filled when the request finishes (also on failure, for stages that finished)."""
-        return dict(self._inflight.timings)
+        return {stage: s for stage, s in self._inflight.timings.items() if not stage.startswith(QUEUE_WAIT)}
+
+    @property
+    def queue_waits(self) -> dict[str, float]:
+        """Seconds the request waited in each batching stage's queue before its first step (stage -> seconds)."""
+        return {key[len(QUEUE_WAIT):]: s for key, s in self._inflight.timings.items() if key.startswith(QUEUE_WAIT)}
 
     @property
     def done(self) -> bool:

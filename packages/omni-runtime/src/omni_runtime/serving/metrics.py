@@ -141,6 +141,19 @@ class AudioSLOMetrics:
             "omni_stream_rtf", "Real-time factor of each completed streamed response: arrival to last chunk, over its audio seconds.",
             labels, buckets=RTF_BUCKETS, registry=registry,
         )
+        self.queue_wait = Histogram(
+            "omni_stage_queue_wait_seconds",
+            "Time a request waited in a stage's engine queue before its first prefill/decode step (batching stages report it).",
+            labels, buckets=LATENCY_BUCKETS, registry=registry,
+        )
+
+    def observe_queue_waits(self, model: str, waits: Mapping[str, float] | None, topology: Any, instances: Iterable[str]) -> None:
+        """One request's queue wait per stage (``RequestHandle.queue_waits``), labelled with the replica
+        of the process instance that ran the stage for it."""
+        bound = tuple(instances)
+        for stage, seconds in (waits or {}).items():
+            if isinstance(seconds, (int, float)) and seconds >= 0:
+                self.queue_wait.labels(model, stage, stage_replica(topology, bound, stage)).observe(float(seconds))
 
     def track(self, model: str, stage: str, replica: str, started: float) -> StreamTracker:
         for counter in (self.chunks, self.late_chunks, self.late_seconds):
@@ -195,6 +208,17 @@ def stream_origin(topology: Any, instances: Iterable[str]) -> tuple[str, str]:
                 if placement.stage in terminal:
                     return placement.stage, str(inst.replica or 0)
     return (sorted(terminal)[0] if terminal else "unknown"), "0"
+
+
+def stage_replica(topology: Any, instances: Iterable[str], stage: str) -> str:
+    """Replica index (``"0"`` when not replicated) of the instance among ``instances`` that runs ``stage``."""
+    if topology is None:
+        return "0"
+    bound = set(instances)
+    for inst in topology.instances:
+        if inst.name in bound and any(p.stage == stage for p in inst.stages):
+            return str(inst.replica or 0)
+    return "0"
 
 
 class _RuntimeCollector(Collector):

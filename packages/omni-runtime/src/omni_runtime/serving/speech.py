@@ -78,6 +78,7 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
         if not speech.stream:
             audio = await guarded(until_disconnect(request, handle, collect_audio(handle)))
             metrics.observe_stages(getattr(handle, "stage_timings", None), speech.model)
+            _observe_queue_waits(metrics, runtime, handle, speech.model)
             metrics.observe_audio(speech.model, audio.frames / audio.sample_rate)
             request.state.audio_s = audio.frames / audio.sample_rate
             body = encode(audio, speech.response_format)
@@ -105,6 +106,7 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
         log_access(request, status, started)
         if status == 200:
             metrics.observe_stages(getattr(handle, "stage_timings", None), speech.model)
+            _observe_queue_waits(metrics, runtime, handle, speech.model)
             listener.finish()
 
     metrics.first_audio.labels(model=speech.model).observe(time.perf_counter() - started)
@@ -116,6 +118,11 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
     headers = _audio_headers(first, request_id)
     headers["Cache-Control"] = "no-cache"
     return AudioStreamResponse(body, handle=handle, media_type=media_type, headers=headers, on_done=done)
+
+
+def _observe_queue_waits(metrics: ServingMetrics, runtime: Any, handle: Any, model: str) -> None:
+    """Queue wait before the first step, per batching stage, from the timings the stages sent along."""
+    metrics.streams.observe_queue_waits(model, getattr(handle, "queue_waits", None), getattr(runtime, "topology", None), getattr(handle, "instances", ()))
 
 
 async def _encoded(

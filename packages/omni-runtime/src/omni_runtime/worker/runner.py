@@ -96,6 +96,7 @@ class StageRunner:
             aemit=lambda chunk: self.forwarder.emit(req, stage, chunk),
             loop=self.loop,
             deadline=req.deadline,
+            timings=req.timings,
         )
 
     async def _merge_and_run(self, req: RequestState, stage: str, parts: dict[str, StagePayload]) -> None:
