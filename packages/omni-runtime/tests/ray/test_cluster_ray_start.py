@@ -186,7 +186,7 @@ def two_nodes():
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(100 << 20),
               "--disable-usage-stats", "--temp-dir", temp_dir]
     head = [ray_cli, "start", "--head", "--port", str(gcs), "--resources", '{"node_a": 4}', "--include-dashboard", "false",
-            "--dashboard-port", str(dashboard), "--ray-client-server-port", str(client), *common, *_node_ports(ports[:6])]
+            "--dashboard-port", str(dashboard), *_client_port(client), *common, *_node_ports(ports[:6])]
     worker = [*JOIN, "start", "--address", f"127.0.0.1:{gcs}", "--resources", '{"node_b": 4}', *common, *_node_ports(ports[6:12]),
               "--min-worker-port", str(20000 + gcs % 20000), "--max-worker-port", str(20000 + gcs % 20000 + 100)]
     with LoopbackWatch(run) as watch:
@@ -205,6 +205,14 @@ def two_nodes():
             shutil.rmtree(temp_dir, ignore_errors=True)
     assert not _ours(run), "processes of the test's Ray nodes outlived the test"
     assert not watch.offending, f"sockets of the test's Ray processes off loopback: {sorted(set(watch.offending))[:20]}"
+
+
+def _client_port(port: int) -> list[str]:
+    """A private Ray Client port where ``ray[client]`` is installed (Ray takes 10001 there by default, which another
+    cluster on the machine may hold); none with the minimal ``ray`` of ``omni-runtime[ray]``, which refuses the flag."""
+    from ray._private.utils import get_ray_client_dependency_error
+
+    return ["--ray-client-server-port", str(port)] if get_ray_client_dependency_error() is None else []
 
 
 def _omni(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
