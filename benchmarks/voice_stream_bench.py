@@ -74,6 +74,14 @@ async def http_first_audio(url: str, model: str) -> float:
 
 async def ws_answer(ws: websockets.ClientConnection, text: str, words_per_s: float | None) -> float:
     """Seconds from the first delta to the first audio.delta; reads the answer to its end."""
+    return (await ws_answer_times(ws, text, words_per_s))[0]
+
+
+async def ws_answer_times(ws: websockets.ClientConnection, text: str, words_per_s: float | None) -> tuple[float, float, int]:
+    """(seconds to the first audio.delta, seconds to response.done, the response's segments) from the first delta.
+
+    ``words_per_s``: the deltas are words at that pace (a language model speaking); None: 3-character pieces at once.
+    """
     pieces = [w + " " for w in text.split(" ")] if words_per_s else [text[i:i + 3] for i in range(0, len(text), 3)]
     started = time.perf_counter()
 
@@ -85,7 +93,8 @@ async def ws_answer(ws: websockets.ClientConnection, text: str, words_per_s: flo
         await ws.send(json.dumps({"type": "input_text.done"}))
 
     producer = asyncio.create_task(produce())
-    first = None
+    first = done = None
+    segments = 0
     async for raw in ws:
         message = json.loads(raw)
         if message["type"] == "audio.delta" and first is None:
@@ -93,10 +102,12 @@ async def ws_answer(ws: websockets.ClientConnection, text: str, words_per_s: flo
         if message["type"] == "error":
             raise RuntimeError(message["error"]["message"])
         if message["type"] == "response.done":
+            done, segments = time.perf_counter() - started, int(message.get("segments", 0))
             break
     await producer
-    assert first is not None
-    return first
+    if first is None or done is None:
+        raise RuntimeError("the answer ended without audio")
+    return first, done, segments
 
 
 async def barge_in(ws: websockets.ClientConnection) -> float:

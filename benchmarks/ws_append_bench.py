@@ -32,6 +32,7 @@ from pathlib import Path
 
 import httpx
 import websockets
+from voice_stream_bench import ws_answer_times  # this folder is on sys.path when a benchmark runs
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = ROOT / "packages" / "omni-models" / "src" / "omni_models" / "qwen3_tts_12hz" / "pipeline.yaml"
@@ -70,30 +71,7 @@ def start(weights: Path, device: str, log: Path) -> tuple[subprocess.Popen[str],
 
 async def answer(ws: websockets.ClientConnection, words_per_s: float | None) -> tuple[float, float, int]:
     """(seconds to the first audio, seconds to response.done, requests) from the first delta."""
-    pieces = [w + " " for w in ANSWER.split(" ")] if words_per_s else [ANSWER[i:i + 3] for i in range(0, len(ANSWER), 3)]
-    started = time.perf_counter()
-
-    async def produce() -> None:
-        for piece in pieces:
-            await ws.send(json.dumps({"type": "input_text.delta", "delta": piece}))
-            if words_per_s:
-                await asyncio.sleep(1 / words_per_s)
-        await ws.send(json.dumps({"type": "input_text.done"}))
-
-    producer = asyncio.create_task(produce())
-    first = None
-    async for raw in ws:
-        message = json.loads(raw)
-        if message["type"] == "audio.delta" and first is None:
-            first = time.perf_counter() - started
-        if message["type"] == "error":
-            raise RuntimeError(message["error"]["message"])
-        if message["type"] == "response.done":
-            done, segments = time.perf_counter() - started, message["segments"]
-            break
-    await producer
-    assert first is not None
-    return first, done, segments
+    return await ws_answer_times(ws, ANSWER, words_per_s)
 
 
 def _serving_url(log: Path) -> str | None:

@@ -41,7 +41,7 @@ Decoding (:mod:`.decoding`) validates everything and raises
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -310,35 +310,16 @@ class Codec:
             x = x.resolve_conj()
         if x.is_neg():
             x = x.resolve_neg()
-        shape = list(x.shape)
-        nbytes = x.nbytes
-        if self.pool is not None and nbytes >= self.shm_threshold and nbytes > 0:
-            if st.inline_only:
-                raise _ShmNeeded
-            lease = self.pool.acquire(nbytes, timeout=timeout)
-            st.leases.append(lease)
+        def fill(lease: ShmLease) -> None:
             # One copy, straight from the source (any strides or device) into
             # the segment; no intermediate contiguous/CPU tensor.
             lease.view.view(x.dtype).view(x.shape).copy_(x)
-            if len(st.refs) >= self.limits.max_shm_refs:
-                raise CodecError(f"{path_str(path)}: more than {self.limits.max_shm_refs} shared-memory tensors in one message")
-            st.refs.append([lease.ref.name, lease.ref.gen, lease.ref.nbytes])
-            return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_SHM, len(st.refs) - 1))
-        if not x.is_cpu:
-            x = x.cpu()
-        if not x.is_contiguous():
-            x = x.contiguous()
-        chunk = self.chunk_bytes
-        if chunk is not None and nbytes > chunk:  # no frame larger than chunk_bytes
-            whole = memoryview(_tensor_bytes(torch, x, name)).cast("B")
-            first = len(st.buffers)
-            for start in range(0, nbytes, chunk):
-                self._check_buffer(min(chunk, nbytes - start), st, path)
-                st.buffers.append(whole[start : start + chunk])
-            return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_CHUNKED, first))
-        self._check_buffer(nbytes, st, path)
-        st.buffers.append(_tensor_bytes(torch, x, name))
-        return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_INLINE, len(st.buffers) - 1))
+
+        def raw() -> memoryview:
+            y = x if x.is_cpu else x.cpu()
+            return memoryview(_tensor_bytes(torch, y if y.is_contiguous() else y.contiguous(), name)).cast("B")
+
+        return self._place(name, list(x.shape), x.nbytes, st, path, timeout, fill, raw)
 
     def _enc_ndarray(self, x: Any, st: EncodeState, path: list, timeout: float | None) -> Any:
         """A numpy array: the same wire form as a torch tensor of that dtype (the parent sends e.g. decoded reference audio)."""
@@ -354,28 +335,40 @@ class Codec:
             raise CodecError(f"{path_str(path)}: array has {x.ndim} dims, over the limit of {self.limits.max_ndim}")
         if not x.dtype.isnative:
             x = x.astype(x.dtype.newbyteorder("="))  # the wire is this host's byte order, as torch's
-        shape = list(x.shape)
-        nbytes = x.nbytes
+        def fill(lease: ShmLease) -> None:
+            np.copyto(lease.array.view(x.dtype).reshape(x.shape), x)  # one copy, any strides
+
+        def raw() -> memoryview:
+            return memoryview(np.ascontiguousarray(x).reshape(-1).view(np.uint8))
+
+        return self._place(name, list(x.shape), x.nbytes, st, path, timeout, fill, raw)
+
+    def _place(
+        self, name: str, shape: list[int], nbytes: int, st: EncodeState, path: list, timeout: float | None,
+        fill: Callable[[ShmLease], None], raw: Callable[[], memoryview],
+    ) -> Any:
+        """Where an array's bytes travel: a shared-memory segment of the pool (``fill`` copies them in) at
+        ``shm_threshold`` bytes or more, else out-of-line frames of ``raw()`` (its bytes), cut at ``chunk_bytes``."""
         if self.pool is not None and nbytes >= self.shm_threshold and nbytes > 0:
             if st.inline_only:
                 raise _ShmNeeded
             lease = self.pool.acquire(nbytes, timeout=timeout)
             st.leases.append(lease)
-            np.copyto(lease.array.view(x.dtype).reshape(x.shape), x)  # one copy, any strides
+            fill(lease)
             if len(st.refs) >= self.limits.max_shm_refs:
                 raise CodecError(f"{path_str(path)}: more than {self.limits.max_shm_refs} shared-memory tensors in one message")
             st.refs.append([lease.ref.name, lease.ref.gen, lease.ref.nbytes])
             return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_SHM, len(st.refs) - 1))
-        flat = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+        whole = raw() if nbytes else b""
         chunk = self.chunk_bytes
-        if chunk is not None and nbytes > chunk:
+        if chunk is not None and nbytes > chunk:  # no frame larger than chunk_bytes
             first = len(st.buffers)
             for start in range(0, nbytes, chunk):
                 self._check_buffer(min(chunk, nbytes - start), st, path)
-                st.buffers.append(memoryview(flat[start : start + chunk]))
+                st.buffers.append(whole[start : start + chunk])
             return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_CHUNKED, first))
         self._check_buffer(nbytes, st, path)
-        st.buffers.append(memoryview(flat) if nbytes else b"")
+        st.buffers.append(whole)
         return msgspec.msgpack.Ext(EXT_TENSOR, tensor_ext_payload(name, shape, WHERE_INLINE, len(st.buffers) - 1))
 
     # -- decode ----------------------------------------------------------------------
