@@ -14,10 +14,15 @@ leave the running batch between steps under the shared continuous-batching sched
    own slot up to its own position.
 
 A row whose input is still open (``omni_models.qwen3_tts_12hz.append``) and that has fed every
-text token it has is *held*: it neither samples nor moves. It stays in its slot and rides along
-in the forward with a ``tts_pad`` input whose key/value land on its next position and are
-overwritten when it moves again (its position and hidden state are kept), so the batch stays
-compact and the TP followers replay the same forward.
+text token it has is *held*: it neither samples nor moves. It stays in its slot, out of the step
+(its position, hidden state and cache untouched), and so does a row that the scheduler lets sit
+out a step (``step(only=...)``): the forward then runs over the stepping rows' slots only (the TP
+followers get the slots with the inputs).
+
+``join_many`` prefills several requests in one forward: their prompts packed end to end, the
+projections over all positions at once, attention per prompt over its own positions. The codes
+are those of one-at-a-time prefill (the tests check it); the packed matmuls need not add up in
+the same order as a lone prompt's, so hidden states may differ in the last bits.
 
 Slots are compact (a leaving row's slot is refilled by the last row), so the step reads
 ``keys[:, :n]`` as a view. The cache grows by doubling in rows and positions.
@@ -26,6 +31,7 @@ Slots are compact (a leaving row's slot is refilled by the last row), so the ste
 from __future__ import annotations
 
 import contextlib
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,31 +133,52 @@ class TalkerBatch:
         return span
 
     def join(self, owner: Any, prompt: torch.Tensor, limits: GenerationLimits, job: TalkerJob, generator: torch.Generator) -> Row:
-        self.check_prompt(prompt)
-        span = self.reserve(prompt.shape[1], limits)
-        row = Row(owner, job, limits, generator, span, slot=len(self.order))
-        length = prompt.shape[1]
-        prompt = prompt.to(self.device, self.dtype)
-        with self.mirror.prefill(row.slot, prompt) if self.mirror is not None else contextlib.nullcontext():
-            row.hidden = self.prefill(row.slot, prompt)[0, -1]
-        row.position = length
-        self.order.append(row)
-        self.rows[owner] = row
-        return row
+        return self.join_many([(owner, prompt, limits, job, generator)])[0]
 
-    def prefill(self, slot: int, prompt: torch.Tensor) -> torch.Tensor:
-        """Run ``prompt`` ``[1, T, hidden]`` into cache ``slot``; its hidden states (every TP rank runs this)."""
-        length = prompt.shape[1]
-        self.cache.ensure(slot + 1, length + 1)
+    def join_many(self, requests: list[tuple[Any, torch.Tensor, GenerationLimits, TalkerJob, torch.Generator]]) -> list[Row]:
+        """Prefill several requests ``(owner, prompt [1, T, hidden], limits, job, generator)`` in one
+        forward (their prompts packed end to end, each attending only over its own); all of them
+        step from the next step. If anything fails, none joins."""
+        rows, prompts = [], []
+        for owner, prompt, limits, job, generator in requests:
+            self.check_prompt(prompt)
+            span = self.reserve(prompt.shape[1], limits)
+            rows.append(Row(owner, job, limits, generator, span, slot=len(self.order) + len(rows)))
+            prompts.append(prompt[0].to(self.device, self.dtype))
+        lengths = [p.shape[0] for p in prompts]
+        packed = torch.cat(prompts)[None]
+        first = rows[0].slot
+        with self.mirror.prefill(first, lengths, packed) if self.mirror is not None else contextlib.nullcontext():
+            hidden = self.prefill(first, lengths, packed)[0]
+        end = 0
+        for row, length in zip(rows, lengths):
+            end += length
+            row.hidden, row.position = hidden[end - 1], length
+            self.order.append(row)
+            self.rows[row.owner] = row
+        return rows
+
+    def prefill(self, first: int, lengths: list[int], packed: torch.Tensor) -> torch.Tensor:
+        """Run prompts packed end to end in ``packed`` ``[1, sum(lengths), hidden]`` into cache slots
+        ``first, first + 1, ...``; their hidden states (every TP rank runs this). The projections see
+        all positions at once; attention runs per prompt, causal over its own positions only."""
+        self.cache.ensure(first + len(lengths), max(lengths) + 1)
         cache = self.cache
+        bounds = [0]
+        for length in lengths:
+            bounds.append(bounds[-1] + length)
 
         def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            cache.keys[layer, slot, :, :length] = k[0]
-            cache.values[layer, slot, :, :length] = v[0]
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.shape[1] != q.shape[1])
+            outs = []
+            for i, (begin, end) in enumerate(itertools.pairwise(bounds)):
+                cache.keys[layer, first + i, :, : end - begin] = k[0, :, begin:end]
+                cache.values[layer, first + i, :, : end - begin] = v[0, :, begin:end]
+                qs, ks, vs = q[:, :, begin:end], k[:, :, begin:end], v[:, :, begin:end]
+                outs.append(F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, enable_gqa=ks.shape[1] != qs.shape[1]))
+            return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)
 
-        positions = torch.arange(length, device=self.device)[None]
-        return self.talker.model.run(prompt, positions, attend)
+        positions = torch.cat([torch.arange(length, device=self.device) for length in lengths])[None]
+        return self.talker.model.run(packed, positions, attend)
 
     def leave(self, owner: Any) -> None:
         row = self.rows.pop(owner, None)
@@ -179,8 +206,13 @@ class TalkerBatch:
         """The rows that can step now (every row but those held for appended text)."""
         return [r for r in self.order if r.job.ready(r.step)]
 
-    def step(self) -> list[StepResult]:
+    def step(self, only: Any = None) -> list[StepResult]:
+        """One step for every ready row, or only for the ready rows whose owners are in ``only``: the
+        others sit it out like held rows (no sampling, so their generators draw nothing; state,
+        position and cache as they were), so every row's codes are those it gets stepping every time."""
         rows = self.ready_rows()
+        if only is not None:
+            rows = [r for r in rows if r.owner in only]
         if not rows:
             return []
         eos = self.spec.codec.eos
@@ -223,29 +255,34 @@ class TalkerBatch:
         return results
 
     def _advance(self, feed: dict[Any, torch.Tensor]) -> None:
-        rows = self.order  # compact: the continuing rows and the held ones, in slot order
-        x = torch.stack([feed[r.owner] if r.owner in feed else r.job.pad.to(self.dtype) for r in rows])[:, None]
+        """One talker forward for the rows that were fed; rows that sat out or are held are not in it."""
+        rows = [r for r in self.order if r.owner in feed]  # slot order
+        x = torch.stack([feed[r.owner] for r in rows])[:, None]
         positions = torch.tensor([r.position for r in rows], device=self.device)
-        with self.mirror.advance(x, positions) if self.mirror is not None else contextlib.nullcontext():
-            out = self.advance(x, positions)
+        slots = None if len(rows) == len(self.order) else torch.tensor([r.slot for r in rows], device=self.device)
+        with self.mirror.advance(x, positions, slots) if self.mirror is not None else contextlib.nullcontext():
+            out = self.advance(x, positions, slots)
         for i, row in enumerate(rows):
-            if row.owner in feed:  # a held row keeps its state: what it wrote at its next position is rewritten when it moves
-                row.hidden = out[i]
-                row.position += 1
+            row.hidden = out[i]
+            row.position += 1
 
-    def advance(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """One position for slots ``0..n-1``: inputs ``[n, 1, hidden]`` at ``positions`` ``[n]`` -> ``[n, hidden]``
-        (every TP rank runs this)."""
+    def advance(self, x: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor | None = None) -> torch.Tensor:
+        """One position for cache ``slots`` (None: every slot ``0..n-1``, read as a view): inputs
+        ``[n, 1, hidden]`` at ``positions`` ``[n]`` -> ``[n, hidden]`` (every TP rank runs this)."""
         n = x.shape[0]
         length = int(positions.max()) + 1
-        self.cache.ensure(n, length)
-        cache, slots = self.cache, torch.arange(n, device=self.device)
+        self.cache.ensure(n if slots is None else int(slots.max()) + 1, length)
+        cache = self.cache
+        index = torch.arange(n, device=self.device) if slots is None else slots
         mask = (torch.arange(length, device=self.device)[None] <= positions[:, None])[:, None, None]
 
         def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            cache.keys[layer, slots, :, positions] = k[:, :, 0]
-            cache.values[layer, slots, :, positions] = v[:, :, 0]
-            keys, values = cache.keys[layer, :n, :, :length], cache.values[layer, :n, :, :length]
+            cache.keys[layer, index, :, positions] = k[:, :, 0]
+            cache.values[layer, index, :, positions] = v[:, :, 0]
+            if slots is None:
+                keys, values = cache.keys[layer, :n, :, :length], cache.values[layer, :n, :, :length]
+            else:
+                keys, values = cache.keys[layer, slots, :, :length], cache.values[layer, slots, :, :length]
             return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=keys.shape[1] != q.shape[1])
 
         return self.talker.model.run(x, positions[:, None], attend)[:, 0]

@@ -3,8 +3,8 @@
 ``TalkerScheduler`` is ``omni_models.common.scheduler.StepScheduler`` driving a ``TalkerBatch``
 instead of the shared random-weight ``DecodeBatch`` (same admission, cancellation, deadlines,
 chunked hand-over). Under ``scheduler: deadline`` streams are admitted first and their first chunk
-ramps; ``TalkerBatch`` has neither ``join_many`` nor ``step(only=...)``, so its prefills run one
-request at a time and every row steps (the scheduler checks for both).
+ramps, requests admitted together are prefilled in one forward (``TalkerBatch.join_many``) and rows
+whose listeners have audio to spare sit out steps while a stream is due (``step(only=...)``).
 
 A request whose input is open (``append.py``) waits, before its prompt is built, until the
 prompt's text arrived (one body token; in-context cloning: as many as the reference frames
@@ -53,6 +53,15 @@ class TalkerScheduler(StepScheduler):
                     self._cond.wait(HOLD_POLL_S)
             return
         super()._step()
+
+    def _stepping(self) -> set[Any] | None:
+        """The deadline scheduler's choice less the rows held for text (they cannot step); if none of
+        the chosen can step, every ready row steps (sitting out would only spin the thread)."""
+        only = super()._stepping()
+        if only is None:
+            return None
+        only = only & {row.owner for row in self.batch.ready_rows()}
+        return only or None
 
     def _hand_over_held(self, ready: list[Any]) -> None:
         """A row waiting for text hands over the frames it made so far (a partial chunk): the listener hears

@@ -5,8 +5,8 @@ gate/up column-parallel, o and down row-parallel, one all-reduce per attention b
 block; its KV cache holds the rank's key/value heads). Embeddings, the codec head, the text
 projection and the code predictor stay whole and run on rank 0 only, like the common engine's
 (``omni_models.common.tp_engine``). ``TalkerBatch`` calls the mirror around its three operations
-that touch the sharded layers: a prefill into a slot, a slot moved when a row leaves, and a
-decode step over slots ``0..n-1``; a follower replays each on its own ``TalkerBatch``.
+that touch the sharded layers: a (packed) prefill into slots, a slot moved when a row leaves, and a
+decode step over the stepping rows' slots; a follower replays each on its own ``TalkerBatch``.
 """
 
 from __future__ import annotations
@@ -28,16 +28,18 @@ class TalkerMirror(Mirror):
         self.hidden = batch.spec.talker.hidden
 
     @contextlib.contextmanager
-    def prefill(self, slot: int, prompt: torch.Tensor) -> Iterator[None]:
-        with self.op([PREFILL, slot, prompt.shape[1]], prompt):
+    def prefill(self, first: int, lengths: list[int], packed: torch.Tensor) -> Iterator[None]:
+        lengths_t = torch.tensor(lengths, dtype=torch.long, device=self.device)
+        with self.op([PREFILL, first, len(lengths), packed.shape[1]], lengths_t, packed):
             yield
 
     def move(self, src: int, dst: int) -> None:
         self.send([MOVE, src, dst])
 
     @contextlib.contextmanager
-    def advance(self, x: torch.Tensor, positions: torch.Tensor) -> Iterator[None]:
-        with self.op([ADVANCE, x.shape[0]], positions.to(torch.long), x):
+    def advance(self, x: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor | None) -> Iterator[None]:
+        tensors = [positions.to(torch.long)] if slots is None else [positions.to(torch.long), slots.to(torch.long)]
+        with self.op([ADVANCE, x.shape[0], int(slots is not None)], *tensors, x):
             yield
 
 
@@ -49,12 +51,14 @@ class TalkerFollower(Follower):
 
     def handle(self, op: int, args: list[int]) -> None:
         if op == PREFILL:
-            self.batch.prefill(args[0], self.recv((1, args[1], self.hidden)))
+            lengths = self.recv((args[1],), torch.long).tolist()
+            self.batch.prefill(args[0], lengths, self.recv((1, args[2], self.hidden)))
         elif op == MOVE:
             self.batch.cache.move(args[0], args[1])
         elif op == ADVANCE:
             positions = self.recv((args[0],), torch.long)
-            self.batch.advance(self.recv((args[0], 1, self.hidden)), positions)
+            slots = self.recv((args[0],), torch.long) if args[1] else None
+            self.batch.advance(self.recv((args[0], 1, self.hidden)), positions, slots)
             self.steps += 1
         else:
             raise RuntimeError(f"{self.group.who}: unknown operation {op} from rank 0")

@@ -1,0 +1,161 @@
+"""The real 12 Hz talker under the deadline scheduler: requests admitted together are prefilled in one
+packed forward, and rows may sit out steps, without changing any request's codes."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import threading
+import time
+import wave
+
+import pytest
+import torch
+from qwen3_tts_12hz_checkpoint import write_checkpoint
+
+from omni_models.common.limits import GenerationLimits
+from omni_models.common.sampling import generator_for
+from omni_models.qwen3_tts_12hz import stages
+from omni_models.qwen3_tts_12hz.batch import TalkerBatch, TalkerJob
+from omni_models.qwen3_tts_12hz.prompt import build_prompt
+from omni_models.qwen3_tts_12hz.text import reference_text
+
+
+class Ctx:
+    cancelled = False
+    deadline = None
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("qwen3_packing")
+    out = {}
+    for variant in ("custom_voice", "base"):
+        directory = write_checkpoint(root / variant, variant)
+        out[variant] = (stages.build_preprocessing(model_path=str(directory)), stages.build_tts_engine(model_path=str(directory)).engine)
+    return out
+
+
+def _wav() -> bytes:
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        t = torch.arange(8000) / 16000
+        out.writeframes((torch.sin(2 * torch.pi * 220 * t) * 12000).to(torch.int16).numpy().tobytes())
+    return buffer.getvalue()
+
+
+def _requests(pre, variant: str) -> list:
+    """Four requests of different lengths; Base: in-context cloning (reference frames made up: the tiny
+    checkpoint has no codec encoder), half of them greedy."""
+    texts = ["a short one", "a somewhat longer sentence than that", "third", "the fourth request has the most words of all"]
+    if variant == "custom_voice":
+        return [pre.prepare({"text": t, "voice": ["vivian", "dylan"][i % 2], "seed": 30 + i, "max_new_tokens": 14 + i, "top_p": 0.9})
+                for i, t in enumerate(texts)]
+    ref_codes = torch.randint(0, 60, (6, 8), generator=torch.Generator().manual_seed(0))
+    ref_ids = tuple(pre.tokenizer.encode(reference_text("hi")))
+    out = []
+    for i, t in enumerate(texts):
+        prepared = pre.prepare({"text": t, "ref_audio": _wav(), "x_vector_only_mode": True, "seed": 40 + i, "max_new_tokens": 14 + i,
+                                **({"temperature": 0} if i % 2 else {})})
+        out.append(dataclasses.replace(prepared, inputs=dataclasses.replace(prepared.inputs, ref_codes=ref_codes, ref_ids=ref_ids)))
+    return out
+
+
+def _together(engine, prepared, *, chunked: bool = False) -> list[torch.Tensor]:
+    with engine.scheduler._cond:  # all waiting before the scheduler thread looks: admitted together
+        streams = [engine.submit(p, Ctx(), chunked=chunked) for p in prepared]
+    out: list = [None] * len(streams)
+    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, list(streams[i]))) for i in range(len(streams))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [torch.stack(r) for r in out]
+
+
+@pytest.mark.parametrize("variant", ["custom_voice", "base"])
+def test_requests_prefilled_in_one_forward_make_the_codes_of_one_at_a_time_prefill(built, variant):
+    pre, engine = built[variant]
+    prepared = _requests(pre, variant)
+    alone = [engine.collect(p, Ctx()) for p in prepared]
+    assert engine.scheduler.prefills[-1] == 1
+    together = _together(engine, prepared)
+    assert engine.scheduler.prefills[-1] == len(prepared)  # the deadline scheduler packed them into one forward
+    for a, b in zip(alone, together):
+        assert torch.equal(a, b)
+
+
+def _job(engine, prepared) -> tuple:
+    prompt, trailing, pad = build_prompt(engine.batch.talker, prepared.inputs)
+    fields = prepared.fields
+    return prompt, fields.limits, TalkerJob(fields.talker, fields.sub, trailing, pad), generator_for(engine.seed, fields.seed, engine.name)
+
+
+def _run(engine, prepared, pick) -> dict[int, list[list[int]]]:
+    """Drive a fresh ``TalkerBatch`` of the engine's talker: everyone joins, then steps of the rows ``pick(step)``
+    chooses (None: all) until every row finished; each request's frames."""
+    batch = TalkerBatch(engine.batch.talker, engine.batch.config.max_seq_len)
+    frames: dict[int, list[list[int]]] = {i: [] for i in range(len(prepared))}
+    with torch.inference_mode():
+        for i, p in enumerate(prepared):
+            batch.join(i, *_job(engine, p))
+        step = 0
+        while batch:
+            only = pick(step, set(batch.rows))
+            for result in batch.step(only) if only is not None else batch.step():
+                if result.frame is not None:
+                    frames[result.owner].append(result.frame)
+            step += 1
+    return frames
+
+
+def test_rows_that_sit_out_steps_make_the_codes_they_make_stepping_every_time(built):
+    pre, engine = built["custom_voice"]
+    prepared = _requests(pre, "custom_voice")
+    every = _run(engine, prepared, lambda step, owners: None)
+    # each step a different subset sits out (row 0 every other step, rows 1 and 2 in turn, row 3 rarely)
+    subsets = _run(engine, prepared, lambda step, owners: {o for o in owners if (o + step) % 3 != 0 and not (o == 0 and step % 2)} or owners)
+    assert all(len(every[i]) >= 3 for i in every)  # every row made frames across steps others sat out
+    assert subsets == every
+
+
+def test_deadline_scheduler_packs_prefills_and_lets_streams_with_audio_to_spare_sit_out(built):
+    """Streams that got ahead of their listeners sit out while a newly arrived stream waits for its first
+    chunk; every stream's codes stay those it makes alone."""
+    pre, engine = built["custom_voice"]
+    scheduler = engine.scheduler
+
+    def running(seed: int):  # EOS blocked (min_new_tokens): the random tiny talker would stop within a few frames
+        p = pre.prepare({"text": "a long running stream", "voice": "vivian", "seed": seed, "max_new_tokens": 600})
+        return dataclasses.replace(p, fields=dataclasses.replace(p.fields, limits=GenerationLimits(600, 600)))
+
+    long = [running(50), running(51)]
+    late = pre.prepare({"text": "the late arrival", "voice": "dylan", "seed": 60, "max_new_tokens": 20})
+    alone = [engine.collect(p, Ctx()) for p in [*long, late]]
+    sat_out = scheduler.sat_out
+    with scheduler._cond:
+        streams = [engine.submit(p, Ctx()) for p in long]
+    got: list[list[torch.Tensor]] = [[], [], []]
+
+    def read(i: int) -> None:
+        got[i].extend(streams[i].chunks())
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60  # the tiny talker runs far ahead of real time: the listeners get audio to spare
+    while min(s._made for s in streams) < 40 and time.monotonic() < deadline:
+        time.sleep(0.002)
+    assert scheduler.prefills[-1] == 2  # admitted together: one packed prefill
+    assert not any(s.done for s in streams)  # still running when the late stream arrives
+    streams.append(engine.submit(late, Ctx()))
+    threads.append(threading.Thread(target=read, args=(2,)))
+    threads[-1].start()
+    for t in threads:
+        t.join(120)
+    assert scheduler.sat_out > sat_out
+    for codes, chunks in zip(alone, got):
+        assert torch.equal(torch.cat(chunks, dim=1).T, codes)
