@@ -12,12 +12,10 @@ import wave
 import pytest
 import torch
 from qwen3_tts_12hz_checkpoint import write_checkpoint
+from tp_support import in_turns, qwen3_step_codes
 
 from omni_models.common.limits import GenerationLimits
-from omni_models.common.sampling import generator_for
 from omni_models.qwen3_tts_12hz import stages
-from omni_models.qwen3_tts_12hz.batch import TalkerBatch, TalkerJob
-from omni_models.qwen3_tts_12hz.prompt import build_prompt
 from omni_models.qwen3_tts_12hz.text import reference_text
 
 
@@ -88,36 +86,11 @@ def test_requests_prefilled_in_one_forward_make_the_codes_of_one_at_a_time_prefi
         assert torch.equal(a, b)
 
 
-def _job(engine, prepared) -> tuple:
-    prompt, trailing, pad = build_prompt(engine.batch.talker, prepared.inputs)
-    fields = prepared.fields
-    return prompt, fields.limits, TalkerJob(fields.talker, fields.sub, trailing, pad), generator_for(engine.seed, fields.seed, engine.name)
-
-
-def _run(engine, prepared, pick) -> dict[int, list[list[int]]]:
-    """Drive a fresh ``TalkerBatch`` of the engine's talker: everyone joins, then steps of the rows ``pick(step)``
-    chooses (None: all) until every row finished; each request's frames."""
-    batch = TalkerBatch(engine.batch.talker, engine.batch.config.max_seq_len)
-    frames: dict[int, list[list[int]]] = {i: [] for i in range(len(prepared))}
-    with torch.inference_mode():
-        for i, p in enumerate(prepared):
-            batch.join(i, *_job(engine, p))
-        step = 0
-        while batch:
-            only = pick(step, set(batch.rows))
-            for result in batch.step(only) if only is not None else batch.step():
-                if result.frame is not None:
-                    frames[result.owner].append(result.frame)
-            step += 1
-    return frames
-
-
 def test_rows_that_sit_out_steps_make_the_codes_they_make_stepping_every_time(built):
     pre, engine = built["custom_voice"]
     prepared = _requests(pre, "custom_voice")
-    every = _run(engine, prepared, lambda step, owners: None)
-    # each step a different subset sits out (row 0 every other step, rows 1 and 2 in turn, row 3 rarely)
-    subsets = _run(engine, prepared, lambda step, owners: {o for o in owners if (o + step) % 3 != 0 and not (o == 0 and step % 2)} or owners)
+    every = qwen3_step_codes(engine, prepared, lambda step, owners: None)
+    subsets = qwen3_step_codes(engine, prepared, in_turns)  # each step a different subset sits out
     assert all(len(every[i]) >= 3 for i in every)  # every row made frames across steps others sat out
     assert subsets == every
 

@@ -1,5 +1,6 @@
 """The real Qwen3-TTS 12 Hz talker sharded across two real rank processes (tiny checkpoint in the
-published layout): TP=2 gives TP=1's greedy codes alone and in a batch, and each rank holds half of
+published layout): TP=2 gives TP=1's greedy codes alone, in a batch prefilled in one packed forward
+and with rows sitting out steps, and each rank holds half of
 the decoder layers' weights, read as slices from the checkpoint."""
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def test_qwen3_talker_tp2_gives_tp1_greedy_codes_alone_and_in_a_batch(tmp_path):
     assert all(len(codes) > 0 for codes in reference["alone"])
     assert got["alone"] == reference["alone"]
     assert got["batched"] == reference["batched"] == reference["alone"]
+    assert got["prefills"][-1] == reference["prefills"][-1] == len(tp_support.QWEN3_REQUESTS)  # the batch: one packed prefill
+    assert got["in_turns"] == reference["in_turns"] == reference["alone"]  # rows sitting out steps: the follower replays subsets
     assert got["peak_batch"] == len(tp_support.QWEN3_REQUESTS)
     assert results[1]["steps"] > 0
     for rank in (0, 1):  # half of q/k/v/o and gate/up/down per rank (the norms stay whole)

@@ -117,8 +117,38 @@ class _Ctx:
     deadline = None
 
 
+def qwen3_step_codes(engine: Any, prepared: list[Any], pick: Any, batch: Any = None) -> dict[int, list[list[int]]]:
+    """Drive a talker batch (default: the engine's, whose scheduler must be idle) directly: every request
+    joins, then steps of the rows ``pick(step, owners)`` chooses (None: all) until all finished; each
+    request's frames (by index)."""
+    from omni_models.qwen3_tts_12hz.batch import TalkerJob
+    from omni_models.qwen3_tts_12hz.prompt import build_prompt
+
+    batch = batch if batch is not None else engine.batch
+    frames: dict[int, list[list[int]]] = {i: [] for i in range(len(prepared))}
+    with torch.inference_mode():
+        for i, p in enumerate(prepared):
+            prompt, trailing, pad = build_prompt(batch.talker, p.inputs)
+            f = p.fields
+            batch.join(i, prompt, f.limits, TalkerJob(f.talker, f.sub, trailing, pad), generator_for(engine.seed, f.seed, engine.name))
+        step = 0
+        while batch:
+            only = pick(step, set(batch.rows))
+            for result in batch.step(only) if only is not None else batch.step():
+                if result.frame is not None:
+                    frames[result.owner].append(result.frame)
+            step += 1
+    return frames
+
+
+def in_turns(step: int, owners: set[int]) -> set[int]:
+    """A different subset of rows each step (row 0 every other step at most, the others in turn)."""
+    return {o for o in owners if (o + step) % 3 != 0 and not (o == 0 and step % 2)} or owners
+
+
 def qwen3_codes(pre: Any, engine: Any) -> dict[str, Any]:
-    """Greedy codes of ``QWEN3_REQUESTS`` through the talker engine: each alone, then all in one batch."""
+    """Greedy codes of ``QWEN3_REQUESTS`` through the talker engine: each alone, then all in one batch
+    (one packed prefill), then driving its batch with rows sitting out steps in turn."""
     prepared = [pre.prepare(r) for r in QWEN3_REQUESTS]
     alone = [engine.collect(p, _Ctx()).tolist() for p in prepared]
     with engine.scheduler._cond:  # admitted together: one running batch
@@ -129,7 +159,9 @@ def qwen3_codes(pre: Any, engine: Any) -> dict[str, Any]:
         t.start()
     for t in threads:
         t.join()
-    return {"alone": alone, "batched": batched, "peak_batch": engine.scheduler.peak_batch}
+    turns = qwen3_step_codes(engine, prepared, in_turns)
+    return {"alone": alone, "batched": batched, "peak_batch": engine.scheduler.peak_batch, "prefills": engine.scheduler.prefills,
+            "in_turns": [turns[i] for i in range(len(prepared))]}
 
 
 def layer_bytes(talker: Any) -> int:
