@@ -114,3 +114,36 @@ def write_checkpoint(directory: Path, variant: str = "custom_voice", *, size: st
     _randomise(decoder, seed + 2, scale=0.5)
     save_file({f"decoder.{k}": v.contiguous() for k, v in decoder.state_dict().items()}, str(codec_dir / "model.safetensors"))
     return directory
+
+
+class EngineContext:
+    """The stage context an engine test passes: never cancelled, no deadline."""
+
+    cancelled = False
+    deadline = None
+
+
+def build_variants(root: Path, variants: tuple[str, ...]) -> dict[str, tuple]:
+    """``{variant: (preprocessing stage, talker engine)}`` built from a tiny checkpoint of each variant under ``root``."""
+    from omni_models.qwen3_tts_12hz import stages
+
+    out = {}
+    for variant in variants:
+        directory = write_checkpoint(root / variant, variant)
+        out[variant] = (stages.build_preprocessing(model_path=str(directory)), stages.build_tts_engine(model_path=str(directory)).engine)
+    return out
+
+
+def sine_wav(seconds: float = 0.5, rate: int = 16000) -> bytes:
+    """A 220 Hz sine as 16-bit mono WAV bytes: a reference recording for cloning requests."""
+    import io
+    import wave
+
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        t = torch.arange(int(seconds * rate)) / rate
+        out.writeframes((torch.sin(2 * torch.pi * 220 * t) * 12000).to(torch.int16).numpy().tobytes())
+    return buffer.getvalue()

@@ -3,16 +3,13 @@ same tokens given at once; a row waiting for text is held while the other rows g
 
 from __future__ import annotations
 
-import io
 import threading
 import time
-import wave
 
 import pytest
 import torch
-from qwen3_tts_12hz_checkpoint import write_checkpoint
+from qwen3_tts_12hz_checkpoint import EngineContext, build_variants, sine_wav
 
-from omni_models.qwen3_tts_12hz import stages
 from omni_models.qwen3_tts_12hz.append import OpenText
 from omni_models.qwen3_tts_12hz.prompt import body_ids
 from omni_runtime.errors import InvalidRequest
@@ -20,34 +17,16 @@ from omni_runtime.errors import InvalidRequest
 PIECES = ("the first clause of it,", " then a second one", " and the end.")
 
 
-class Ctx:
-    cancelled = False
-    deadline = None
+Ctx = EngineContext
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qwen3_append")
-    out = {}
-    for variant in ("base", "custom_voice"):
-        directory = write_checkpoint(root / variant, variant)
-        out[variant] = (stages.build_preprocessing(model_path=str(directory)), stages.build_tts_engine(model_path=str(directory)).engine)
-    return out
-
-
-def _wav() -> bytes:
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(16000)
-        t = torch.arange(8000) / 16000
-        out.writeframes((torch.sin(2 * torch.pi * 220 * t) * 12000).to(torch.int16).numpy().tobytes())
-    return buffer.getvalue()
+    return build_variants(tmp_path_factory.mktemp("qwen3_append"), ("base", "custom_voice"))
 
 
 def _fields(variant: str, **extra):
-    base = {"ref_audio": _wav(), "x_vector_only_mode": True} if variant == "base" else {"voice": "vivian"}
+    base = {"ref_audio": sine_wav(), "x_vector_only_mode": True} if variant == "base" else {"voice": "vivian"}
     return {**base, "max_new_tokens": 80, "seed": 11, **extra}
 
 
@@ -148,7 +127,7 @@ def test_in_context_cloning_waits_for_the_text_its_prompt_holds_then_makes_the_s
     def cloning(prepared):
         return dataclasses.replace(prepared, inputs=dataclasses.replace(prepared.inputs, ref_codes=ref_codes, ref_ids=ref_ids))
 
-    fields = {"ref_audio": _wav(), "x_vector_only_mode": True, "max_new_tokens": 80, "seed": 11, "temperature": 0}
+    fields = {"ref_audio": sine_wav(), "x_vector_only_mode": True, "max_new_tokens": 80, "seed": 11, "temperature": 0}
     pieces = ("t", "he", " first clause of it, then a second one and the end.")
     at_once = engine.collect(cloning(pre.prepare({"text": "".join(pieces), **fields})), Ctx())
     prepared = cloning(pre.prepare({"text": pieces[0], "input_open": True, **fields}))

@@ -4,45 +4,23 @@ packed forward, and rows may sit out steps, without changing any request's codes
 from __future__ import annotations
 
 import dataclasses
-import io
 import threading
 import time
-import wave
 
 import pytest
 import torch
-from qwen3_tts_12hz_checkpoint import write_checkpoint
+from qwen3_tts_12hz_checkpoint import EngineContext, build_variants, sine_wav
 from tp_support import in_turns, qwen3_step_codes
 
 from omni_models.common.limits import GenerationLimits
-from omni_models.qwen3_tts_12hz import stages
 from omni_models.qwen3_tts_12hz.text import reference_text
 
-
-class Ctx:
-    cancelled = False
-    deadline = None
+Ctx = EngineContext
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qwen3_packing")
-    out = {}
-    for variant in ("custom_voice", "base"):
-        directory = write_checkpoint(root / variant, variant)
-        out[variant] = (stages.build_preprocessing(model_path=str(directory)), stages.build_tts_engine(model_path=str(directory)).engine)
-    return out
-
-
-def _wav() -> bytes:
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(16000)
-        t = torch.arange(8000) / 16000
-        out.writeframes((torch.sin(2 * torch.pi * 220 * t) * 12000).to(torch.int16).numpy().tobytes())
-    return buffer.getvalue()
+    return build_variants(tmp_path_factory.mktemp("qwen3_packing"), ("custom_voice", "base"))
 
 
 def _requests(pre, variant: str) -> list:
@@ -56,7 +34,7 @@ def _requests(pre, variant: str) -> list:
     ref_ids = tuple(pre.tokenizer.encode(reference_text("hi")))
     out = []
     for i, t in enumerate(texts):
-        prepared = pre.prepare({"text": t, "ref_audio": _wav(), "x_vector_only_mode": True, "seed": 40 + i, "max_new_tokens": 14 + i,
+        prepared = pre.prepare({"text": t, "ref_audio": sine_wav(), "x_vector_only_mode": True, "seed": 40 + i, "max_new_tokens": 14 + i,
                                 **({"temperature": 0} if i % 2 else {})})
         out.append(dataclasses.replace(prepared, inputs=dataclasses.replace(prepared.inputs, ref_codes=ref_codes, ref_ids=ref_ids)))
     return out
