@@ -14,21 +14,9 @@ from typing import Any
 import libcst as cst
 
 from .facts import AccessKey, Facts, Scope, param_names
-from .project import (
-    ClassSelfSym,
-    ClassSym,
-    FuncSym,
-    InstanceSym,
-    ModuleSym,
-    ParamKey,
-    ParamSym,
-    Project,
-    SelfKey,
-    StateSym,
-    SuperSym,
-    Sym,
-)
+from .project import Project
 from .scan import ClassKey, FuncKey, ImportBinding, StateKey, dotted_name, import_bindings, resolve_relative
+from .symbols import ClassSelfSym, ClassSym, FuncSym, InstanceSym, ModuleSym, ParamKey, ParamSym, SelfKey, StateSym, SuperSym, Sym
 from .verbs import container_effect, guess_kind
 from .walk import walk
 from .walker import FunctionWalker

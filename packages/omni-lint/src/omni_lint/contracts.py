@@ -38,9 +38,10 @@ from typing import Any
 from .bindings import assign_pairs, block_statements
 from .findings import Finding, Severity
 from .pipeline import DeclaredEdge, PipelineView, StageView
-from .project import FuncSym, Project
+from .project import Project
 from .pyeval import Evaluator, Frame, Record, Unknown
 from .scan import ClassKey, ModuleInfo, dotted_name
+from .symbols import FuncSym
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .project import ParamKey, SelfKey, Sym
 from .scan import ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateKey
 from .source import Located, ParsedFile
+from .symbols import ParamKey, SelfKey, Sym
 
 AccessKey = StateKey | SelfKey | ParamKey
 

@@ -8,7 +8,6 @@ library) resolves to nothing, which is what lets the analysis stay static.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,6 +17,7 @@ from .bindings import SelfAssigns
 from .findings import Finding, Severity
 from .scan import ClassInfo, ClassKey, FuncInfo, FuncKey, ImportBinding, ModuleInfo, StateDef, StateKey, dotted_name, scan_module
 from .source import ParsedFile
+from .symbols import ClassSelfSym, ClassSym, FuncSym, InstanceSym, ModuleSym, SelfAttrSym, SelfKey, StateSym, SuperSym, Sym
 from .walk import walk
 
 
@@ -40,74 +40,6 @@ class Tracker(Protocol):
     def replay(self, deps: tuple[frozenset[Path], dict[str, str]]) -> None: ...
 
 
-@dataclass(frozen=True)
-class ModuleSym:
-    name: str
-
-
-@dataclass(frozen=True)
-class FuncSym:
-    key: FuncKey
-
-
-@dataclass(frozen=True)
-class ClassSym:
-    key: ClassKey
-
-
-@dataclass(frozen=True)
-class StateSym:
-    key: StateKey
-
-
-@dataclass(frozen=True)
-class SelfKey:
-    """An attribute of ``self`` inside a class's methods (used to summarise registry methods)."""
-
-    cls: ClassKey
-    attr: str
-
-
-@dataclass(frozen=True)
-class SelfAttrSym:
-    key: SelfKey
-
-
-@dataclass(frozen=True)
-class ParamKey:
-    """A parameter of a function of the tree (used to summarise what a callee does to an argument)."""
-
-    func: FuncKey
-    name: str
-
-
-@dataclass(frozen=True)
-class ParamSym:
-    key: ParamKey
-
-
-@dataclass(frozen=True)
-class InstanceSym:
-    """``self`` in a method of ``cls``."""
-
-    cls: ClassKey
-
-
-@dataclass(frozen=True)
-class ClassSelfSym:
-    """``cls`` in a classmethod of ``cls``."""
-
-    cls: ClassKey
-
-
-@dataclass(frozen=True)
-class SuperSym:
-    """``super()`` inside a method of ``cls``."""
-
-    cls: ClassKey
-
-
-Sym = ModuleSym | FuncSym | ClassSym | StateSym | SelfAttrSym | ParamSym | InstanceSym | ClassSelfSym | SuperSym
 
 
 class Project:

@@ -20,8 +20,9 @@ from typing import Any
 import libcst as cst
 
 from .bindings import assign_pairs, block_statements
-from .project import ClassSym, FuncSym, ModuleSym, Project
+from .project import Project
 from .scan import ClassKey, FuncKey, ModuleInfo, dotted_name
+from .symbols import ClassSym, FuncSym, ModuleSym
 
 #: Call targets kept as their arguments (the last component of the callee's dotted name).
 RECORD_CALLS = {"StageConfig": (), "ProcessLocalEdge": ("src", "dst", "reason"), "dict": ()}

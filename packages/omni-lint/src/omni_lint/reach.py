@@ -17,9 +17,9 @@ import libcst as cst
 
 from .analyzer import Analyzer
 from .facts import Access
-from .project import ClassSym, FuncSym, Sym
 from .scan import ClassKey, FuncKey, StateKey
 from .source import ParsedFile
+from .symbols import ClassSym, FuncSym, Sym
 
 #: writes that tear down (cleanup after an abort) rather than publish
 _TEARDOWN = {"del", "call:clear", "call:remove", "call:discard", "call:pop", "call:popitem", "call:popleft"}

@@ -22,10 +22,11 @@ from .discovery import ModelFolder, folder_python_files, path_state
 from .findings import Finding, Severity
 from .handoffs import Handoff, StageAnalysis, check_pipeline, handoff_findings
 from .pipeline import PipelineLoadFailed, PipelineView, load_pipeline
-from .project import Project, Sym
+from .project import Project
 from .reach import StageReach, stage_uses
 from .source import ParsedFile, SourceCache, digest_bytes, read_regular
 from .suppress import Suppression, scan_python
+from .symbols import Sym
 
 
 @dataclass

@@ -17,9 +17,10 @@ import libcst as cst
 
 from .bindings import NameFinder
 from .facts import Access, AccessKey, Facts, Scope
-from .project import ClassSelfSym, ClassSym, FuncSym, InstanceSym, ParamKey, ParamSym, Project, SelfAttrSym, SelfKey, StateSym, SuperSym, Sym
+from .project import Project
 from .scan import ClassKey, FuncKey, StateKey
 from .source import ParsedFile
+from .symbols import ClassSelfSym, ClassSym, FuncSym, InstanceSym, ParamKey, ParamSym, SelfAttrSym, SelfKey, StateSym, SuperSym, Sym
 from .verbs import CONSUME, FILL, WRITE, container_effect
 from .walk import walk
 

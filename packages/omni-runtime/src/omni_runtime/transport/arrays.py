@@ -113,3 +113,14 @@ def numpy_wire_name(array: np.ndarray) -> str | None:
     """The wire name of a numpy array's dtype, or None when the wire has no such dtype (object, str, datetime ...)."""
     name = array.dtype.name
     return name if name in NUMPY_NAMES and name in WIRE_ITEMSIZE else None
+
+
+def tensor_bytes(torch: Any, x: Any, name: str) -> memoryview | bytes:
+    """Zero-copy byte view of a contiguous CPU tensor (keeps it alive); ``name`` is its wire dtype name."""
+    if x.numel() == 0:
+        return b""
+    if x.dim() != 1:
+        x = x.reshape(-1)
+    if name in NUMPY_NAMES:
+        return memoryview(x.numpy())  # cheaper than a torch uint8 view
+    return memoryview(x.view(torch.uint8).numpy())

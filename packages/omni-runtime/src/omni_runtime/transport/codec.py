@@ -47,7 +47,7 @@ from typing import Any
 
 import msgspec
 
-from .arrays import array_backend, numpy_wire_name
+from .arrays import array_backend, numpy_wire_name, tensor_bytes
 from .decoding import DecodeWalk, parse
 from .dtypes import NUMPY_NAMES, torch_tables
 from .errors import CodecError, TransportError
@@ -317,7 +317,7 @@ class Codec:
 
         def raw() -> memoryview:
             y = x if x.is_cpu else x.cpu()
-            return memoryview(_tensor_bytes(torch, y if y.is_contiguous() else y.contiguous(), name)).cast("B")
+            return memoryview(tensor_bytes(torch, y if y.is_contiguous() else y.contiguous(), name)).cast("B")
 
         return self._place(name, list(x.shape), x.nbytes, st, path, timeout, fill, raw)
 
@@ -421,17 +421,6 @@ class Codec:
                     reader.release(ref)
                 except TransportError:
                     pass
-
-
-def _tensor_bytes(torch: Any, x: Any, name: str) -> memoryview | bytes:
-    """Zero-copy byte view of a contiguous CPU tensor (keeps it alive); ``name`` is its wire dtype name."""
-    if x.numel() == 0:
-        return b""
-    if x.dim() != 1:
-        x = x.reshape(-1)
-    if name in NUMPY_NAMES:
-        return memoryview(x.numpy())  # cheaper than a torch uint8 view
-    return memoryview(x.view(torch.uint8).numpy())
 
 
 DEFAULT_CODEC = Codec()
