@@ -279,3 +279,36 @@ def test_streamed_chunks_join_without_gaps_or_clicks_against_the_non_streamed_ou
     edges = torch.cumsum(torch.tensor([c["audio"].shape[-1] for c in streamed.chunks]), 0)[:-1]
     for edge in edges.tolist():
         assert abs(float(streamed.audio[..., edge] - streamed.audio[..., edge - 1]) - float(whole[..., edge] - whole[..., edge - 1])) < 1e-4
+
+
+def test_a_stream_that_sits_out_resumes_in_time_to_make_its_whole_next_chunk():
+    """A stream may sit out only while its listener holds more than the margin plus the steps its
+    next chunk still needs: with 12 frames to make at 50 ms a step, 0.5 s of audio left is not
+    enough (it would resume 0.1 s before running dry and hand the chunk over 0.5 s late), while at
+    1 ms a step it is."""
+    from omni_models.common.scheduler import _can_wait, _needs_steps
+
+    stream = FrameStream(lambda: False, None, chunking=(1, 12), frame_rate=12.5)
+    stream._put([0])  # the first chunk: one frame (80 ms of audio); the next ones hold 12
+    assert stream.frames_to_next_chunk() == 12
+    now = stream.clock.started
+    stream.clock.seconds = 0.5 + 0.1  # its listener holds 0.6 s from `now`; the margin is 0.1 s
+    assert not _can_wait(stream, now, margin=0.1, step_s=0.05) and _needs_steps(stream, now, 0.1, 0.05)
+    assert _can_wait(stream, now, margin=0.1, step_s=0.001) and not _needs_steps(stream, now, 0.1, 0.001)
+    fresh = FrameStream(lambda: False, None, chunking=(1, 12), frame_rate=12.5)
+    assert _needs_steps(fresh, time.monotonic(), 0.1, 0.0) and not _can_wait(fresh, time.monotonic(), 0.1, 0.0)  # awaits its first chunk
+
+
+def test_the_scheduler_measures_its_step_time_rising_at_once_and_falling_slowly():
+    model = tiny_model("delay")
+    scheduler = StepScheduler(model, schedule=Schedule("deadline", frame_rate=12.5))
+    try:
+        list(scheduler.submit(*Request(1, 8, 8).args(model)))
+        assert scheduler.step_s > 0
+        slow = scheduler.step_s = 1.0
+        steps = scheduler.steps
+        list(scheduler.submit(*Request(2, 8, 8).args(model)))
+        assert 0 < scheduler.step_s < slow  # fast steps pull it down ...
+        assert scheduler.step_s >= slow * 0.8 ** (scheduler.steps - steps)  # ... by a fifth each, not at once
+    finally:
+        scheduler.close()

@@ -119,6 +119,10 @@ class FrameStream:
             return self.clock.arrived
         return self.clock.due() - margin if self.frame_rate else NOT_DUE
 
+    def frames_to_next_chunk(self) -> int:
+        """Frames this stream must still make before its next group is handed over."""
+        return max(1, self._target - len(self._held))
+
     def is_cancelled(self) -> bool:
         return self.abandoned or bool(self._cancelled())
 
@@ -201,10 +205,18 @@ class FrameStream:
         return torch.tensor(self._frames.pop())
 
 
-def _can_wait(stream: FrameStream, now: float, margin: float) -> bool:
-    """A started stream whose listener still holds more than ``margin`` of audio (its frame rate
-    known: without it nobody can tell, so it never waits)."""
-    return stream.clock.started is not None and bool(stream.frame_rate) and stream.due(margin) > now
+def _needs_steps(stream: FrameStream, now: float, margin: float, step_s: float) -> bool:
+    """A stream must step now: it awaits its first chunk, or its listener runs out (less
+    ``margin`` for the vocoder and the wire) before the steps its next chunk still needs can run
+    (``step_s`` each). Counting those steps is what keeps a stream that sat out from resuming too
+    late: a 12-frame chunk at 10 ms a step needs 120 ms, more than a 0.1 s margin."""
+    return stream.due(margin) - stream.frames_to_next_chunk() * step_s <= now
+
+
+def _can_wait(stream: FrameStream, now: float, margin: float, step_s: float) -> bool:
+    """A started stream whose listener holds more audio than the margin and its next chunk's
+    steps take (its frame rate known: without it nobody can tell, so it never waits)."""
+    return stream.clock.started is not None and bool(stream.frame_rate) and not _needs_steps(stream, now, margin, step_s)
 
 
 @dataclass(eq=False)
@@ -263,6 +275,9 @@ class StepScheduler:
         self.peak_batch = 0
         self.prefills: list[int] = []
         """Requests prefilled by each prefill forward, in order (the last 64)."""
+        self.step_s = 0.0
+        """Recent wall time of one decode step: rises to a slower step at once, falls slowly (the
+        lead a stream that sits out needs to make its next chunk in time)."""
         self.sat_out = 0
         """Row-steps that sat out while a stream was due (non-streamed requests; streams with audio
         to spare while a new stream awaited its first chunk)."""
@@ -413,12 +428,12 @@ class StepScheduler:
         if not self.schedule.deadline or not self._steps_subsets:
             return None
         now = time.monotonic()
-        margin = self.schedule.due_margin_s
+        margin, step_s = self.schedule.due_margin_s, self.step_s
         streams = list(self.batch.rows)
-        if not any(s.due(margin) <= now for s in streams):
+        if not any(_needs_steps(s, now, margin, step_s) for s in streams):
             return None
         if any(s.streaming and s.clock.started is None for s in streams):
-            chosen = {s for s in streams if s.streaming and not _can_wait(s, now, margin)}
+            chosen = {s for s in streams if s.streaming and not _can_wait(s, now, margin, step_s)}
         else:
             chosen = {s for s in streams if s.streaming}
         self.sat_out += len(streams) - len(chosen)
@@ -428,6 +443,7 @@ class StepScheduler:
         self.peak_batch = max(self.peak_batch, len(self.batch))
         only = self._stepping()
         spans = {stream: row.span for stream, row in self.batch.rows.items() if only is None or stream in only}
+        began = time.monotonic()
         try:
             results = self.batch.step(only) if only is not None else self.batch.step()
         except Exception as exc:  # noqa: BLE001 - a failed step fails the requests in it, the engine goes on
@@ -437,6 +453,8 @@ class StepScheduler:
                 stream._finish(exc)
             return
         self.steps += 1
+        took = time.monotonic() - began
+        self.step_s = max(took, 0.8 * self.step_s + 0.2 * took)
         for result in results:
             stream = result.owner
             if result.frame is not None:
