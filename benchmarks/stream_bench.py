@@ -38,11 +38,10 @@ from typing import Any
 
 MODELS = ("qwen/qwen3-tts", "bosonai/higgs-tts-3-4b", "omni/espeak")
 FIFO = "--stages.tts_engine.factory_args.scheduler fifo --stages.vocoder.factory_args.scheduler fifo"
-#: Models with the ``scheduler`` knob, and the overrides that select ``fifo`` (the real Qwen3-TTS
-#: 12 Hz pipeline's vocoder has no scheduler: only its engine switches).
+#: Models with the ``scheduler`` knob, and the overrides that select ``fifo`` (engine and vocoder).
 SCHEDULED = {
     "qwen/qwen3-tts": FIFO, "bosonai/higgs-tts-3-4b": FIFO,
-    **{f"qwen/qwen3-tts-12hz-{v}": "--stages.tts_engine.factory_args.scheduler fifo" for v in ("0.6b-base", "1.7b-base", "0.6b-customvoice", "1.7b-customvoice")},
+    **{f"qwen/qwen3-tts-12hz-{v}": FIFO for v in ("0.6b-base", "1.7b-base", "0.6b-customvoice", "1.7b-customvoice")},
 }
 GOAL_RATE, GOAL_HALF_RATE_TTFA, GOAL_C8_TTFA = 1.5, 2.0, 2.0
 

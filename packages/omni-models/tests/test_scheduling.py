@@ -312,3 +312,25 @@ def test_the_scheduler_measures_its_step_time_rising_at_once_and_falling_slowly(
         assert scheduler.step_s >= slow * 0.8 ** (scheduler.steps - steps)  # ... by a fifth each, not at once
     finally:
         scheduler.close()
+
+
+def test_the_step_time_of_a_batch_size_never_measured_is_estimated_on_the_high_side():
+    scheduler = StepScheduler(tiny_model("delay"), schedule=Schedule("deadline", frame_rate=12.5))
+    try:
+        assert scheduler.step_time(4) == 0.0  # nothing measured yet: no reason to refuse a small first chunk
+        scheduler._step_s_by_rows.update({1: 0.010, 6: 0.030})
+        assert scheduler.step_time(1) == 0.010
+        assert scheduler.step_time(4) == 0.030  # the nearest larger batch measured
+        assert scheduler.step_time(24) == pytest.approx(0.060)  # 6 -> 24 rows: sqrt(4) x 30 ms
+    finally:
+        scheduler.close()
+
+
+def test_a_stream_starts_small_on_a_busy_engine_only_while_steps_can_outrun_its_listener():
+    """80 ms frames: a 1-frame first chunk is followed by a 2-frame one, which must take at most half
+    of the 80 ms to make (20 ms a step); a slower engine keeps the idle first chunk (4 frames)."""
+    fast = FrameStream(lambda: False, None, chunking=(4, 12), frame_rate=12.5)
+    fast.start_small(1, step_s=0.015)
+    slow = FrameStream(lambda: False, None, chunking=(4, 12), frame_rate=12.5)
+    slow.start_small(1, step_s=0.025)
+    assert fast.frames_to_next_chunk() == 1 and slow.frames_to_next_chunk() == 4

@@ -15,6 +15,7 @@ vocoder        the 12 Hz codec decoder, streaming: each chunk decoded with the r
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ import torch
 from omni_models.common.audio import _decode_wav
 from omni_models.common.combine import Combiner
 from omni_models.common.parallel import process_shard
-from omni_models.common.playback import Schedule
+from omni_models.common.playback import PlaybackClock, Schedule, vocoder_gate
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from omni_models.common.stages import AudioFormat, is_cancelled, require, with_data
 from omni_models.common.voice_cache import VOICE_KEY, reference_artefacts
@@ -187,9 +188,12 @@ class TTSEngine:
 class Vocoder:
     """Streaming 12 Hz decoder: each chunk with up to ``left_context`` earlier frames (Base ICL:
     the reference's frames first), whose audio is dropped; equal-shape chunks of several requests
-    share one forward (``Combiner``)."""
+    share one forward (``Combiner``). On the CPU under ``scheduler: deadline`` decodes take turns
+    by playback deadline (``DecodeGate``): a new stream's first chunk goes before steady chunks
+    whose listeners still hold audio, instead of every request's thread re-decoding its left
+    context at once on the cores the talker steps on."""
 
-    def __init__(self, decoder: CodecDecoder, device: str, left_context: int, max_batch_size: int | None):
+    def __init__(self, decoder: CodecDecoder, device: str, left_context: int, max_batch_size: int | None, scheduler: str = "deadline"):
         self.decoder, self.device, self.left_context = decoder, device, left_context
         spec = decoder.spec
         self.audio = AudioFormat(spec.sample_rate, 1)
@@ -197,6 +201,7 @@ class Vocoder:
             max_batch_size = DEFAULT_MAX_BATCH_SIZE if str(device).startswith("cuda") else 1
         BatchLimits(max_batch_size).check(1, "vocoder")
         self.combiner = Combiner(self._decode_batch, max_batch=max_batch_size) if max_batch_size > 1 else None
+        self.gate = vocoder_gate(scheduler, device, self.combiner is not None)
 
     @torch.inference_mode()
     def _decode_batch(self, codes: torch.Tensor) -> torch.Tensor:
@@ -210,6 +215,7 @@ class Vocoder:
     def _stream(self, chunks: Any, ctx: Any) -> tuple[int, int]:
         history: torch.Tensor | None = None
         frames = samples = 0
+        clock = PlaybackClock()
         for chunk in chunks:
             if is_cancelled(ctx):
                 break
@@ -218,7 +224,9 @@ class Vocoder:
                 context = chunk.get("context_codes")
                 history = codes[:, :0] if context is None else context.long()
             left = history[:, max(0, history.shape[1] - self.left_context) :]
-            audio = self._decode(torch.cat([left, codes], dim=1), left.shape[1])
+            with self.gate.turn(clock.due()) if self.gate else contextlib.nullcontext():
+                audio = self._decode(torch.cat([left, codes], dim=1), left.shape[1])
+            clock.played(audio.shape[-1] / self.audio.sample_rate)
             history = torch.cat([history, codes], dim=1)[:, -self.left_context :] if self.left_context else codes[:, :0]
             frames += codes.shape[1]
             samples += audio.shape[-1]
@@ -262,7 +270,8 @@ def build_tts_engine(load_format: str = "safetensors", model_path: str | None = 
 
 
 def build_vocoder(load_format: str = "safetensors", model_path: str | None = None, device: str | None = None, num_threads: int | None = 1,
-                  dtype: str = "float32", left_context_frames: int = REFERENCE_LEFT_CONTEXT, max_batch_size: int | None = None) -> Vocoder:
+                  dtype: str = "float32", left_context_frames: int = REFERENCE_LEFT_CONTEXT, max_batch_size: int | None = None,
+                  scheduler: str = "deadline") -> Vocoder:
     checkpoint = open_checkpoint(load_format, model_path, num_threads)
     device = resolve_device(device)
-    return Vocoder(checkpoint.codec_decoder(device, dtype_of(dtype)), device, left_context_frames, max_batch_size)
+    return Vocoder(checkpoint.codec_decoder(device, dtype_of(dtype)), device, left_context_frames, max_batch_size, scheduler)
