@@ -223,6 +223,13 @@ def test_streaming_vocoder_emits_the_audio_of_every_frame(checkpoints, built):
     sizes = [c["codes"].shape[1] for c in sent]
     assert len(sizes) > 1 and sum(sizes) == frames  # chunk sizes follow the playback clock (timing), the frames do not
     assert sum(a.shape[-1] for a in audio) == frames * 1920
+    # on the CPU the deadline vocoder takes a decode turn per chunk by playback deadline; fifo decodes at once; same audio
+    assert vocoder.gate is not None and len(vocoder.gate.granted) == len(sent)
+    deadline_audio, audio[:] = list(audio), []
+    fifo = stages.build_vocoder(model_path=str(checkpoints["custom_voice"]), scheduler="fifo")
+    assert fifo.gate is None
+    fifo._stream(iter(sent), Sink())
+    assert all(torch.equal(a, b) for a, b in zip(deadline_audio, audio, strict=True))
 
 
 def test_every_published_id_resolves_to_the_pipeline_with_the_spec_contract():
