@@ -193,7 +193,10 @@ def test_a_fast_producer_waits_for_a_slow_consumer_in_another_process(main_rt: R
     assert len(taken) == len(returned) == count
     # Emit k can only return once the consumer took chunk k - window: at most CHUNK_WINDOW chunks
     # are ever sent and not taken, so the consumer's queue stays bounded however fast the producer is.
-    for k in range(CHUNK_WINDOW, count):
-        assert returned[k] >= taken[k - CHUNK_WINDOW], f"chunk {k} was emitted before chunk {k - CHUNK_WINDOW} was taken"
+    # The credit is granted when the channel hands chunk j to the consumer's thread, a moment before
+    # that thread timestamps it, but after it timestamped chunk j - 1 (it asks for j only then):
+    # so emit k returns after the consumer's timestamp of chunk k - window - 1.
+    for k in range(CHUNK_WINDOW + 1, count):
+        assert returned[k] >= taken[k - CHUNK_WINDOW - 1], f"chunk {k} was emitted before chunk {k - CHUNK_WINDOW - 1} was taken"
     # and the producer did run ahead while it had credit (the bound is a window, not lock-step)
     assert returned[CHUNK_WINDOW - 2] < taken[CHUNK_WINDOW // 2]
