@@ -371,16 +371,12 @@ class Runtime:
         """Restarts by (instance, reason), each start's seconds to ready, and control messages that could not
         be sent by (kind, peer): the parent's own, and the workers' by (sender, kind, peer) as their heartbeats
         reported them, for ``/metrics``."""
-        failures = self.control.counts()
-        from_workers = dict(self.results.worker_control_failures)
-        if self.supervisor is None:
-            return {"restarts": {}, "ready_seconds": [], "control_failures": failures, "worker_control_failures": from_workers}
-        stats = self.supervisor.stats
+        stats = self.supervisor.stats if self.supervisor is not None else None
         return {
-            "restarts": dict(stats.restarts),
-            "ready_seconds": list(stats.ready_seconds),
-            "control_failures": failures,
-            "worker_control_failures": from_workers,
+            "restarts": dict(stats.restarts) if stats is not None else {},
+            "ready_seconds": list(stats.ready_seconds) if stats is not None else [],
+            "control_failures": self.control.counts(),
+            "worker_control_failures": dict(self.results.worker_control_failures),
         }
 
     def queue_depths(self) -> dict[str, int]:
