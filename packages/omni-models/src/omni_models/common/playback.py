@@ -11,6 +11,7 @@ deadline scheduler), so a deployment can compare the two with ``omni bench --alt
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import math
@@ -123,6 +124,11 @@ class DecodeGate:
             with self._cond:
                 self._running -= 1
                 self._cond.notify_all()
+
+
+def decode_turn(gate: DecodeGate | None, clock: PlaybackClock) -> contextlib.AbstractContextManager[None]:
+    """A vocoder's turn for its stream's next chunk (due when the listener runs out), or none without a gate."""
+    return gate.turn(clock.due()) if gate is not None else contextlib.nullcontext()
 
 
 def decode_slots() -> int:

@@ -8,7 +8,6 @@ terminal stage streams ``{"audio", "sample_rate"}`` chunks to the client.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ import torch
 
 from .codec import CodecDecoder, StreamingDecode
 from .combine import Combiner
-from .playback import PlaybackClock, Schedule, vocoder_gate
+from .playback import PlaybackClock, Schedule, decode_turn, vocoder_gate
 from .sampling import SamplingParams, generator_for
 from .scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits, FrameStream, StepScheduler
 from .voice_cache import reference_speaker
@@ -134,7 +133,7 @@ class CodecVocoder:
             codes = require(chunk, self.key, self.model, self.stage)
             if to_latents is None:
                 to_latents = self.frontend(chunk)
-            with torch.inference_mode(), (self.gate.turn(clock.due()) if self.gate else contextlib.nullcontext()):
+            with torch.inference_mode(), decode_turn(self.gate, clock):
                 audio = stream.push(to_latents(codes.to(self.device)))
             clock.played(audio.shape[-1] / self.audio.sample_rate)
             frames += codes.shape[1]

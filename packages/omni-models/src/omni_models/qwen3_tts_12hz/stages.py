@@ -15,7 +15,6 @@ vocoder        the 12 Hz codec decoder, streaming: each chunk decoded with the r
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ import torch
 from omni_models.common.audio import _decode_wav
 from omni_models.common.combine import Combiner
 from omni_models.common.parallel import process_shard
-from omni_models.common.playback import PlaybackClock, Schedule, vocoder_gate
+from omni_models.common.playback import PlaybackClock, Schedule, decode_turn, vocoder_gate
 from omni_models.common.scheduler import DEFAULT_MAX_BATCH_SIZE, BatchLimits
 from omni_models.common.stages import AudioFormat, is_cancelled, require, with_data
 from omni_models.common.voice_cache import VOICE_KEY, reference_artefacts
@@ -224,7 +223,7 @@ class Vocoder:
                 context = chunk.get("context_codes")
                 history = codes[:, :0] if context is None else context.long()
             left = history[:, max(0, history.shape[1] - self.left_context) :]
-            with self.gate.turn(clock.due()) if self.gate else contextlib.nullcontext():
+            with decode_turn(self.gate, clock):
                 audio = self._decode(torch.cat([left, codes], dim=1), left.shape[1])
             clock.played(audio.shape[-1] / self.audio.sample_rate)
             history = torch.cat([history, codes], dim=1)[:, -self.left_context :] if self.left_context else codes[:, :0]
