@@ -169,3 +169,188 @@ def test_strict_setting_must_be_a_boolean(tmp_path, cli):
     write_tree(tmp_path, {"pyproject.toml": '[tool.omni-lint]\nstrict = "yes"\n'})
     code, _, err = cli("--no-cache", ".", cwd=tmp_path)
     assert code == 2 and "strict" in err and "true or false" in err
+
+
+# -- shapes of real framework trees (sglang-omni 2026): decided, not refused ----------------------
+
+def test_an_entry_class_that_is_a_torch_module_is_not_a_contract(tmp_path):
+    """SGLang's model registry names the model class ``EntryClass`` too: an ``nn.Module`` is no contract."""
+    model = "from torch import nn\n\n\nclass TalkerModel(nn.Module):\n    pass\n\n\nEntryClass = TalkerModel\n"
+    report = _tree(tmp_path, _config("from fw.config import PipelineConfig, StageConfig", "PipelineConfig"), extra={"fw/models/qwen/sglang_model.py": model})
+    assert codes(report) == ["OL001"]
+
+
+def test_an_entry_class_on_a_base_nobody_can_name_is_still_an_error(tmp_path):
+    model = "from fw.util import make_base\n\n\nclass TalkerModel(make_base()):\n    pass\n\n\nEntryClass = TalkerModel\n"
+    report = _tree(tmp_path, _config("from fw.config import PipelineConfig, StageConfig", "PipelineConfig"),
+                   extra={"fw/models/qwen/sglang_model.py": model, "fw/util.py": "def make_base():\n    return object\n"})
+    assert sorted(codes(report)) == ["OL001", "OL005"]
+    assert "TalkerModel" in next(f.message for f in report.findings if f.code == "OL005")
+
+
+HELPER_CONFIG = """
+from fw.config import PipelineConfig, StageConfig, StageResourceConfig, StageRuntimeConfig
+
+_PKG = "fw.models.qwen"
+_FRACTION = 0.9
+_PROCESSES = {"preprocessing": "pipeline", "tts_engine": "pipeline"}
+
+
+def _stages(*, colocated: bool, processes: dict, tp_size: int = 1):
+    runtime = StageRuntimeConfig(resources=StageResourceConfig(total_gpu_memory_fraction=(_FRACTION if colocated else None)))
+    engine_args = {"gpu_id": 0}
+    if colocated:
+        engine_args["reserve"] = 0.15
+    for key in list(engine_args):
+        engine_args[key] = str(engine_args[key])
+    return [
+        StageConfig(name="preprocessing", process=processes["preprocessing"], factory=f"{_PKG}.stages.create_preprocessing_executor",
+                    runtime=StageRuntimeConfig(resources=StageResourceConfig(total_gpu_memory_fraction=0.03)), next="tts_engine"),
+        StageConfig(name="tts_engine", process=processes["tts_engine"], factory=f"{_PKG}.stages.create_tts_engine_executor",
+                    factory_args=engine_args, runtime=runtime, tp_size=tp_size,
+                    next=[] if colocated else None, terminal=True),
+    ]
+
+
+class QwenTTSPipelineConfig(PipelineConfig):
+    stages: list[StageConfig] = Field(default_factory=lambda: _stages(colocated=True, processes=_PROCESSES))
+
+
+EntryClass = QwenTTSPipelineConfig
+"""
+
+
+def test_fields_the_contract_does_not_need_may_be_unreadable(tmp_path):
+    """Resources, an ``IfExp`` fraction, a loop over factory_args, a defaulted ``int`` parameter: the
+    stages, factories and edges are still read, so the real finding (the handoff) comes out."""
+    config = "from pydantic import Field\n" + HELPER_CONFIG
+    report = _tree(tmp_path, config)
+    assert codes(report) == ["OL001"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('factory=f"{_PKG}.stages.create_tts_engine_executor"', 'factory=_PKG + runtime.factory'),  # a needed field
+        ('next="tts_engine"', 'next=engine_args["gpu_id"]'),  # a needed field computed by an unreadable loop
+    ],
+)
+def test_a_needed_field_that_cannot_be_read_is_still_ol005(tmp_path, old, new):
+    config = "from pydantic import Field\n" + HELPER_CONFIG.replace(old, new)
+    report = _tree(tmp_path, config)
+    assert "OL005" in codes(report) and report.exit_code == 1
+
+
+SPEAKER_CACHE = """
+from threading import RLock
+
+
+class Store:
+    def __init__(self, limit):
+        self.limit = limit
+        self._items = {}
+
+    def get(self, key):
+        return self._items.get(key)
+
+    def put(self, key, value):
+        self._items[key] = value
+
+
+class ArtifactCache:
+    def __init__(self, limit=64):
+        self._store = Store(limit)
+        self._hits = 0
+        self._misses = 0
+        self._lock = RLock()
+
+    def get(self, key):
+        with self._lock:
+            value = self._store.get(key)
+            if value is None:
+                self._misses += 1
+                return None
+            self._hits += 1
+            return value
+
+    def put(self, key, value):
+        with self._lock:
+            self._store.put(key, value)
+
+
+_SHARED_CACHE = ArtifactCache()
+
+
+def shared_cache():
+    return _SHARED_CACHE
+"""
+
+CACHE_STAGES = """
+from fw.sched.cache import shared_cache
+
+
+def _load(payload):
+    return [payload]
+
+
+def create_preprocessing_executor():
+    cache = shared_cache()
+
+    def run(payload):
+        key = payload.get("voice")
+        waveform = None
+        if key is not None:
+            hit = cache.get(key)
+            if hit is not None:
+                waveform, tag = hit
+                waveform = list(waveform)
+        if waveform is None:
+            waveform = _load(payload)
+            if key is not None:
+                cache.put(key, (waveform, "waveform"))
+        return {"waveform": waveform}
+
+    return run
+
+
+def create_tts_engine_executor():
+    cache = shared_cache()
+
+    def run(payload):
+        key = payload.get("voice")
+        if key is not None:
+            found = cache.get(key)
+        else:
+            found = None
+        if found is not None:
+            rows = list(found)
+        else:
+            rows = _load(payload)
+            if key is not None:
+                cache.put(key, rows)
+        return {"rows": rows}
+
+    return run
+"""
+
+
+def test_a_get_or_compute_cache_behind_an_accessor_is_a_cache(tmp_path):
+    """Each stage looks its own artifact up, recomputes on a miss (tested through a variable unpacked
+    from the hit) and fills the shared LRU: no stage needs what another stored."""
+    extra = {"fw/sched/__init__.py": "", "fw/sched/cache.py": SPEAKER_CACHE}
+    report = _tree(tmp_path, _config("from fw.config import PipelineConfig, StageConfig", "PipelineConfig"), CACHE_STAGES, extra)
+    assert codes(report) == [] and report.exit_code == 0
+
+
+def test_a_stage_that_only_reads_the_cache_is_still_a_handoff(tmp_path):
+    reader = CACHE_STAGES[: CACHE_STAGES.index("def create_tts_engine_executor")] + """def create_tts_engine_executor():
+    cache = shared_cache()
+
+    def run(payload):
+        return {"rows": cache.get(payload.get("voice"))}
+
+    return run
+"""
+    extra = {"fw/sched/__init__.py": "", "fw/sched/cache.py": SPEAKER_CACHE}
+    report = _tree(tmp_path, _config("from fw.config import PipelineConfig, StageConfig", "PipelineConfig"), reader, extra)
+    assert codes(report) == ["OL001"] and "_SHARED_CACHE" in report.findings[0].message

@@ -39,9 +39,9 @@ from .bindings import assign_pairs, block_statements
 from .findings import Finding, Severity
 from .pipeline import DeclaredEdge, PipelineView, StageView
 from .project import Project
-from .pyeval import Evaluator, Frame, Record, Unknown
+from .pyeval import Evaluator, Frame, Record, Unknown, need
 from .scan import ClassKey, ModuleInfo, dotted_name
-from .symbols import FuncSym
+from .symbols import ClassSym, FuncSym
 
 
 @dataclass(frozen=True)
@@ -69,21 +69,46 @@ def contract_classes(project: Project, modules: list[ModuleInfo]) -> list[ClassK
     return found
 
 
+_ENTRY_CLASS = "it is the module's EntryClass"
+
+
+def _ancestors_known(project: Project, key: ClassKey) -> bool:
+    """True when every base in the class's ancestry is known by name: a class of the tree, or one
+    imported by name from outside it (``from torch import nn`` -> ``nn.Module``). Such a class
+    whose ancestors exclude a ``PipelineConfig`` is not a contract; a base the analysis cannot
+    name (a call, a star import, an unbound name) could be one, so that stays a finding."""
+    for cls_key in project.mro(key):
+        klass = project.klass(cls_key)
+        module = project.module(cls_key.module)
+        if klass is None or module is None:
+            return False
+        for arg in klass.node.bases:
+            if isinstance(project.resolve_expr_at_module(module, arg.value), ClassSym):
+                continue
+            name = dotted_name(arg.value)
+            if name is None or (name.partition(".")[0] not in module.imports and name not in _BUILTIN_BASES):
+                return False
+    return True
+
+
+_BUILTIN_BASES = frozenset({"object", "dict", "list", "tuple", "Exception"})
+
+
 def _looks_like_contract(module: ModuleInfo, klass: Any) -> str | None:
     """Why a top-level class reads as a pipeline contract although no base resolves to
     ``PipelineConfig`` (it is the module's ``EntryClass``, or it defines ``stages`` /
     ``process_local_edges``), else None."""
-    name = klass.key.qualname
-    for statement in block_statements(module.parsed.module):
-        for target, value, _ in assign_pairs(statement):
-            if target == "EntryClass" and value is not None and dotted_name(value) == name:
-                return "it is the module's EntryClass"
     if "process_local_edges" in klass.methods:
         return "it defines process_local_edges()"
     for statement in block_statements(klass.node.body):
         for target, _, _ in assign_pairs(statement):
             if target in ("stages", "process_local_edges"):
                 return f"it defines `{target}`"
+    name = klass.key.qualname
+    for statement in block_statements(module.parsed.module):
+        for target, value, _ in assign_pairs(statement):
+            if target == "EntryClass" and value is not None and dotted_name(value) == name:
+                return _ENTRY_CLASS
     return None
 
 
@@ -96,8 +121,8 @@ def unreadable_lookalikes(project: Project, modules: list[ModuleInfo], display: 
             if "." in qualname or is_contract_class(project, klass.key):
                 continue
             why = _looks_like_contract(module, klass)
-            if why is None:
-                continue
+            if why is None or (why == _ENTRY_CLASS and _ancestors_known(project, klass.key)):
+                continue  # SGLang's model registry names an nn.Module `EntryClass` too: not a contract
             bases = [" ".join(module.parsed.module.code_for_node(arg.value).split()) for arg in klass.node.bases]
             resolved = sorted(set(project.qualified_ancestors(klass.key)))
             shown = ", ".join(f"`{b}`" for b in bases) or "no base"
@@ -161,6 +186,7 @@ class _Shape(Exception):
 
 
 def _fields(item: Any, module: ModuleInfo, node: Any, what: str) -> tuple[dict[str, Any], ModuleInfo, Any]:
+    item = need(item)
     if isinstance(item, Record):
         return item.args, item.module, item.node
     if isinstance(item, dict):
@@ -169,6 +195,9 @@ def _fields(item: Any, module: ModuleInfo, node: Any, what: str) -> tuple[dict[s
 
 
 def _names(value: Any, module: ModuleInfo, node: Any, what: str) -> list[str]:
+    value = need(value)
+    if isinstance(value, (list, tuple)):
+        value = [need(v) for v in value]
     if value is None:
         return []
     if isinstance(value, str):
@@ -181,18 +210,24 @@ def _names(value: Any, module: ModuleInfo, node: Any, what: str) -> list[str]:
 def _view(evaluator: Evaluator, project: Project, key: ClassKey, module: ModuleInfo, stages: Any) -> PipelineView:
     klass = project.klass(key)
     assert klass is not None
+    stages = need(stages)
     if not isinstance(stages, (list, tuple)):
         raise _Shape(module, klass.node, "stages is not a list")
     views: list[StageView] = []
     edges: set[tuple[str, str]] = set()
     for item in stages:
         fields, where, node = _fields(item, module, klass.node, "a stage")
-        name, factory = fields.get("name"), fields.get("factory")
+        # only what the contract checks must be computed: a stage's other fields (its resources,
+        # factory_args, runtime...) may hold anything the analysis cannot read
+        name, factory = need(fields.get("name")), need(fields.get("factory"))
         if not isinstance(name, str) or not isinstance(factory, str):
             raise _Shape(where, node, "a stage without a string name and factory")
         line, col = where.parsed.position(node)
-        merge_fn, route_fn = fields.get("merge_fn"), fields.get("route_fn")
-        views.append(StageView(name, factory, merge_fn if isinstance(merge_fn, str) else None, route_fn if isinstance(route_fn, str) else None, line, col))
+        merge_fn, route_fn = need(fields.get("merge_fn")), need(fields.get("route_fn"))
+        for label, value in (("merge_fn", merge_fn), ("route_fn", route_fn)):
+            if value is not None and not isinstance(value, str):
+                raise _Shape(where, node, f"{label} of stage {name} is not a dotted path string")
+        views.append(StageView(name, factory, merge_fn, route_fn, line, col))
         for target in [*_names(fields.get("next"), where, node, "next"), *_names(fields.get("stream_to"), where, node, "stream_to")]:
             edges.add((name, target))
         for source in _names(fields.get("wait_for"), where, node, "wait_for"):
@@ -219,17 +254,21 @@ def _declared(evaluator: Evaluator, project: Project, key: ClassKey, module: Mod
                 return []
             raise
         where, node = module, klass.node
+    value = need(value)
     if not isinstance(value, (list, tuple)):
         raise _Shape(where, node, "process_local_edges() does not return a list")
     line, col = where.parsed.position(node)
     declared = []
     for item in value:
+        item = need(item)
+        if isinstance(item, (list, tuple)):
+            item = [need(v) for v in item]
         if isinstance(item, (list, tuple)) and len(item) in (2, 3) and all(isinstance(v, str) for v in item):
             src, dst, reason = item[0], item[1], item[2] if len(item) == 3 else ""
             declared.append(DeclaredEdge(src, dst, reason, line, col))
             continue
         fields, at, at_node = _fields(item, where, node, "an edge")
-        src, dst, reason = fields.get("src"), fields.get("dst"), fields.get("reason", "")
+        src, dst, reason = need(fields.get("src")), need(fields.get("dst")), need(fields.get("reason", ""))
         if not all(isinstance(v, str) for v in (src, dst, reason)):
             raise _Shape(at, at_node, "an edge without string src and dst")
         edge_line, edge_col = at.parsed.position(at_node)

@@ -91,6 +91,8 @@ class FunctionWalker:
             self._modules_subscript(node)  # type: ignore[arg-type]
         elif kind is cst.Return and type(node.value) is cst.Name:  # type: ignore[attr-defined]
             self.return_names.add(node.value.value)  # type: ignore[attr-defined]
+        elif kind is cst.Assign:
+            self._derive_cache_vars(node)  # type: ignore[arg-type]
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -258,7 +260,9 @@ class FunctionWalker:
             elif context == "aug":
                 kinds = ("read", "write")
             elif not attrs and self._is_alias_value(index):
-                kinds = ("read",)
+                # ``cache = _CACHE`` / ``cache = shared_cache()`` binds a name, it reads nothing: each use
+                # of the alias is resolved to the state where it happens (and judged there)
+                kinds = ()
             elif len(attrs) == 1:
                 # a method passed on (``callback=_QUEUE.put``) or an attribute read: the method's effect
                 kinds = self.an.call_effect(key, attrs[0], self.reaches)
@@ -419,6 +423,18 @@ class FunctionWalker:
             and parent.attr.value in (WRITE | FILL | CONSUME)
         )
 
+    def _derive_cache_vars(self, assign: cst.Assign) -> None:
+        """``waveform, tag = hit`` or ``value = hit.clone()`` after ``hit = CACHE.get(k)``: the targets
+        carry what the lookup found, so ``if waveform is None: ... CACHE.put(k, ...)`` is a miss too."""
+        for names in self.cache_vars.values():
+            if not names:
+                continue
+            finder = NameFinder(names)
+            walk(assign.value, finder)
+            if finder.found:
+                for target in assign.targets:
+                    names.update(_target_names(target.target))
+
     def _note_cache_var(self, key: AccessKey, index: int) -> None:
         node = self.stack[index]
         parent = self._parent(index)
@@ -428,3 +444,12 @@ class FunctionWalker:
                     self.cache_vars[key].add(target.target.value)
         elif type(parent) is cst.NamedExpr and parent.value is node and type(parent.target) is cst.Name:
             self.cache_vars[key].add(parent.target.value)
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    """The names an assignment target binds (``a``, ``a, b``, ``[a, *rest]``)."""
+    if type(target) is cst.Name:
+        return {target.value}  # type: ignore[attr-defined]
+    if type(target) in (cst.Tuple, cst.List):
+        return {name for element in target.elements for name in _target_names(element.value)}  # type: ignore[attr-defined]
+    return set()
