@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from . import rules
+from .optional import drop_disabled_stages
 
 NameList = Annotated[list[str], BeforeValidator(rules.name_list, json_schema_input_type=str | list[str] | None)]
 #: A ``processes`` key, checked per key so an error names ``processes.<key>``.
@@ -96,6 +97,18 @@ class StageConfig(_Frozen):
     gpu: GpuSpec = Field(default=None, description="GPU id, or one id per TP rank.")
     tp_size: int = Field(default=1, ge=1, le=MAX_TP_SIZE, description="Tensor-parallel degree; > 1 gives the stage one OS process per rank.")
     runtime: StageRuntimeConfig = Field(default_factory=StageRuntimeConfig)
+    optional: bool = Field(
+        default=False,
+        description="Model tier: the stage is off (removed with its edges) unless a deployment sets enabled: true; e.g. the aligner.",
+    )
+    enabled: bool | None = Field(default=None, description="Deployment tier: true switches an optional stage on (only optional stages take it).")
+
+    @field_validator("enabled")
+    @classmethod
+    def _enabled_needs_optional(cls, value: bool | None, info: ValidationInfo) -> bool | None:
+        if value is not None and not info.data.get("optional", False):
+            raise ValueError("the stage is not optional, so it cannot be switched on or off; only stages the model declares optional: true take enabled")
+        return value
 
     @property
     def memory_fraction(self) -> float | None:
@@ -165,6 +178,11 @@ class PipelineConfig(_Frozen):
     processes: dict[ProcessName, ProcessConfig] = Field(default_factory=dict)
     placement: PlacementConfig = Field(default_factory=PlacementConfig)
     process_local_edges: list[ProcessLocalEdge] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _without_disabled_stages(cls, raw: Any) -> Any:
+        return drop_disabled_stages(raw)
 
     @property
     def entry(self) -> str:

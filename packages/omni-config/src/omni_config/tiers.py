@@ -26,8 +26,9 @@ STAGE_DEPLOYMENT_FIELDS: dict[str, ValueKind] = {
     "gpu": ValueKind.IDS,
     "tp_size": ValueKind.SCALAR,
     "runtime.resources.total_gpu_memory_fraction": ValueKind.SCALAR,
+    "enabled": ValueKind.SCALAR,
 }
-STAGE_MODEL_FIELDS = ("name", "factory", "next", "terminal", "stream_to", "wait_for", "merge_fn", "route_fn", "env", "knobs")
+STAGE_MODEL_FIELDS = ("name", "factory", "next", "terminal", "stream_to", "wait_for", "merge_fn", "route_fn", "env", "knobs", "optional")
 PROCESS_FIELDS: dict[str, ValueKind] = {
     "num_replicas": ValueKind.SCALAR,
     "replica_devices": ValueKind.ID_LIST,
@@ -89,6 +90,7 @@ MODEL_TIER_WHY = {
     "route_fn": "the stage wiring",
     "env": "the stage's environment",
     "knobs": "the types and ranges of the stage's factory_args",
+    "optional": "whether the stage may be switched off",
     "entry_stage": "the stage wiring",
     "process_local_edges": "the model's process-local contract",
 }

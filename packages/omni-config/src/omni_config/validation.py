@@ -52,6 +52,7 @@ _FIXES = {
     "merge_fn": "write the import path as 'pkg.module:function' or 'pkg.module.function'",
     "route_fn": "write the import path as 'pkg.module:function' or 'pkg.module.function'",
     "factory_args": "use plain JSON values: text, numbers, booleans, null, lists and mappings with text keys",
+    "enabled": "drop enabled from this stage (it always runs); enabled switches on a stage the model declares optional, such as the aligner",
     "name": "use letters, digits, '_', '.' and '-' only",
     "process": "use letters, digits, '_', '.' and '-' only",
 }

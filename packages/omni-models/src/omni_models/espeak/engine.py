@@ -30,11 +30,44 @@ POS_CHARACTER = 1
 ESPEAK_CHARS_UTF8 = 1
 ESPEAK_ENDPAUSE = 0x1000
 ESPEAK_RATE = 1
+ESPEAK_INITIALIZE_PHONEME_EVENTS = 0x0001
+EVENT_LIST_TERMINATED, EVENT_WORD, EVENT_END, EVENT_PHONEME = 0, 1, 5, 7
 EE_OK = 0
 EE_NOT_FOUND = 2
 RATE_MIN, RATE_MAX, RATE_NORMAL = 80, 450, 175
 
-_SYNTH_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
+
+
+class _Event(ctypes.Structure):
+    """``espeak_EVENT`` of speak_lib.h: in synchronous mode ``sample`` is the event's exact sample index."""
+
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("unique_identifier", ctypes.c_uint),
+        ("text_position", ctypes.c_int),
+        ("length", ctypes.c_int),
+        ("audio_position", ctypes.c_int),
+        ("sample", ctypes.c_int),
+        ("user_data", ctypes.c_void_p),
+        ("id", ctypes.c_char * 8),
+    ]
+
+
+_SYNTH_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.POINTER(_Event))
+
+
+@dataclass(frozen=True)
+class WordMark:
+    """Where libespeak-ng spoke one word of the text: its characters and its samples.
+
+    ``start`` is the sample of espeak's word event, ``end`` the sample where the word's last
+    phoneme ends (the next pause, word or end of the utterance), both at the engine's rate."""
+
+    char_start: int
+    """0-based index of the word's first character in the synthesised text."""
+    char_length: int
+    start: int
+    end: int
 
 
 class EspeakError(RuntimeError):
@@ -55,6 +88,8 @@ class Synthesis:
     pcm: torch.Tensor
     """int16, shape ``[samples]``."""
     sample_rate: int
+    words: tuple[WordMark, ...] = ()
+    """Every spoken word, in order, from libespeak-ng's own word and phoneme events."""
 
     @property
     def duration_s(self) -> float:
@@ -103,7 +138,9 @@ class EspeakEngine:
         self._lock = threading.Lock()
         self._sink: list[bytes] | None = None
         self._abort = False
-        sample_rate = self._lib.espeak_Initialize(AUDIO_OUTPUT_SYNCHRONOUS, 0, data_dir.encode(), 0)
+        self._events: list[tuple[int, int, int, int, bytes]] | None = None
+        # phoneme events tell where each word ends (the next pause phoneme); they do not change the audio
+        sample_rate = self._lib.espeak_Initialize(AUDIO_OUTPUT_SYNCHRONOUS, 0, data_dir.encode(), ESPEAK_INITIALIZE_PHONEME_EVENTS)
         if sample_rate <= 0:
             raise EspeakError(f"espeak_Initialize failed (returned {sample_rate}) with data directory {data_dir}")
         self.sample_rate = sample_rate
@@ -117,8 +154,14 @@ class EspeakEngine:
             log.warning("libespeak-ng's generator state cannot be reset per request (%s): identical requests may get slightly different audio",
                         f"symbols not found: {', '.join(self._fresh.missing)}" if self._fresh.missing else "no symbol table")
 
-    def _on_audio(self, wav: ctypes.POINTER(ctypes.c_short), numsamples: int, _events: int) -> int:
+    def _on_audio(self, wav: ctypes.POINTER(ctypes.c_short), numsamples: int, events: ctypes.POINTER(_Event)) -> int:
         # NULL wav marks the end of synthesis; numsamples may be 0 mid-stream.
+        if events and self._events is not None:
+            index = 0
+            while events[index].type != EVENT_LIST_TERMINATED:
+                event = events[index]
+                self._events.append((event.type, event.text_position, event.length, event.sample, bytes(event.id)))
+                index += 1
         if wav and numsamples > 0 and self._sink is not None:
             self._sink.append(ctypes.string_at(wav, numsamples * ctypes.sizeof(ctypes.c_short)))
         return 1 if self._abort else 0
@@ -147,16 +190,46 @@ class EspeakEngine:
             if status != EE_OK:
                 raise EspeakError(f"espeak_SetParameter(rate={rate}) failed with status {status}")
             self._sink = []
+            self._events = []
             try:
                 status = self._lib.espeak_Synth(encoded, len(encoded), 0, POS_CHARACTER, 0, ESPEAK_CHARS_UTF8 | ESPEAK_ENDPAUSE, None, None)
-                chunks = self._sink
+                chunks, events = self._sink, self._events
             finally:
-                self._sink = None
+                self._sink = self._events = None
         if status != EE_OK:
             raise EspeakError(f"espeak_Synth failed with status {status} for text {text[:60]!r}")
         raw = bytearray(b"".join(chunks or []))
         pcm = torch.frombuffer(raw, dtype=torch.int16) if raw else torch.zeros(0, dtype=torch.int16)
-        return Synthesis(pcm=pcm, sample_rate=self.sample_rate)
+        return Synthesis(pcm=pcm, sample_rate=self.sample_rate, words=word_marks(events or [], pcm.shape[0]))
+
+
+def word_marks(events: list[tuple[int, int, int, int, bytes]], total_samples: int) -> tuple[WordMark, ...]:
+    """Words from libespeak-ng's event list ``(type, text_position, length, sample, id)``.
+
+    A word starts at its word event and ends where the first pause phoneme (``_``, ``_:``...),
+    the next word or the end of the utterance comes after it; ``text_position`` is 1-based."""
+    marks: list[WordMark] = []
+    open_word: tuple[int, int, int] | None = None
+
+    def close(at: int) -> None:
+        nonlocal open_word
+        if open_word is not None:
+            char_start, length, start = open_word
+            end = max(start, min(at, total_samples))
+            marks.append(WordMark(char_start, length, min(start, total_samples), end))
+            open_word = None
+
+    for kind, position, length, sample, ident in events:
+        if kind == EVENT_WORD:
+            close(sample)
+            if length > 0:
+                open_word = (max(0, position - 1), length, sample)
+        elif kind == EVENT_PHONEME and ident.startswith(b"_"):
+            close(sample)
+        elif kind == EVENT_END:
+            close(sample)
+    close(total_samples)
+    return tuple(marks)
 
 
 @functools.cache

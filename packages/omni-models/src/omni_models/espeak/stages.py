@@ -15,7 +15,7 @@ import torch
 
 from omni_runtime import InvalidRequest, StageConfigError, StageContext, StagePayload
 
-from .engine import RATE_NORMAL, EspeakEngine, UnknownVoiceError, get_engine
+from .engine import RATE_NORMAL, EspeakEngine, Synthesis, UnknownVoiceError, get_engine
 from .level import LevelNormalizer
 from .normalize import prepare
 from .resample import StreamingResampler
@@ -91,13 +91,17 @@ class TtsEngine:
         sentences = list(data["sentences"])
         voice = self.voice_for(data.get("voice"))
         wpm = self.words_per_minute * float(data.get("speed") or 1.0)
+        timestamps = data.get("timestamps") == "word"
         samples = 0
         for index, sentence in enumerate(sentences):
             if ctx.cancelled:
                 break
             speech = self.engine.synthesize(sentence, voice=voice, words_per_minute=wpm)
+            chunk = {"pcm": speech.pcm, "sample_rate": speech.sample_rate, "sentence_index": index, "sentence": sentence}
+            if timestamps:  # libespeak-ng's own word events, at the engine's rate from the request's first sample
+                chunk["word_marks"] = word_marks(sentence, speech, samples)
             samples += speech.pcm.shape[0]
-            ctx.emit({"pcm": speech.pcm, "sample_rate": speech.sample_rate, "sentence_index": index, "sentence": sentence})
+            ctx.emit(chunk)
         return _with_data(
             payload,
             {
@@ -105,6 +109,7 @@ class TtsEngine:
                 "num_sentences": len(sentences),
                 "source_sample_rate": self.engine.sample_rate,
                 "source_samples": samples,
+                **_alignment_fields(data),
             },
         )
 
@@ -120,17 +125,20 @@ class Vocoder:
         resampler: StreamingResampler | None = None
         emitted = 0
         pieces = 0
+        marks: list[dict[str, Any]] = []
         for chunk in chunks:
             pcm = chunk["pcm"]
             if pcm.dtype != torch.int16:
                 raise TypeError(f"tts_engine -> vocoder chunk 'pcm' must be int16 PCM, got {pcm.dtype}")
             if resampler is None:
                 resampler = StreamingResampler(int(chunk["sample_rate"]), self.sample_rate)
+            if chunk.get("word_marks") is not None:
+                marks.append(chunk["word_marks"])
             audio = resampler.process(pcm.to(torch.float32) / 32768.0)
-            emitted += self._emit(ctx, audio)
+            emitted += self._emit(ctx, audio, marks)
             pieces += 1
         if resampler is not None:
-            emitted += self._emit(ctx, resampler.flush())
+            emitted += self._emit(ctx, resampler.flush(), marks)
         upstream = ctx.upstream_payload
         data = {
             "sample_rate": self.sample_rate,
@@ -141,14 +149,38 @@ class Vocoder:
         }
         if upstream is not None:
             data["voice"] = upstream.data.get("voice")
+            data.update(_alignment_fields(upstream.data))
             return _with_data(upstream, data)
         return StagePayload(request_id=ctx.request_id, data=data)
 
-    def _emit(self, ctx: StageContext, audio: torch.Tensor) -> int:
+    def _emit(self, ctx: StageContext, audio: torch.Tensor, marks: list[dict[str, Any]]) -> int:
         if audio.numel() == 0:
             return 0
-        ctx.emit({"audio": self.normalizer.apply(audio).contiguous(), "sample_rate": self.sample_rate})
+        out: dict[str, Any] = {"audio": self.normalizer.apply(audio).contiguous(), "sample_rate": self.sample_rate}
+        if marks:  # the engine's word events ride along for the aligner stage (a client ignores them when it is off)
+            out["word_marks"] = {"rate": marks[0]["rate"], "words": [w for m in marks for w in m["words"]]}
+            marks.clear()
+        ctx.emit(out)
         return int(audio.numel())
+
+
+def word_marks(sentence: str, speech: Synthesis, offset: int) -> dict[str, Any]:
+    """The sentence's words as libespeak-ng spoke them: ``[word, start, end]`` in samples at ``rate``
+    counted from the request's first sample (``offset`` is where this sentence starts)."""
+    words = [
+        [sentence[mark.char_start : mark.char_start + mark.char_length], offset + mark.start, offset + mark.end]
+        for mark in speech.words
+    ]
+    return {"rate": speech.sample_rate, "words": [w for w in words if w[0].strip()]}
+
+
+def _alignment_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """What an aligner stage after the vocoder needs from the request: the words spoken and whether to time them."""
+    fields = {key: data[key] for key in ("timestamps",) if data.get(key) is not None}
+    text = data.get("normalized_text") or data.get("text")
+    if isinstance(text, str):
+        fields["normalized_text"] = text
+    return fields
 
 
 def build_preprocessing(max_sentence_chars: int = 300) -> Preprocessing:

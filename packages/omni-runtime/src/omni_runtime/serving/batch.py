@@ -28,10 +28,11 @@ from .errors import APIError, bad_request, runtime_error
 from .speech import Disconnected, guarded, read_body
 from .streaming import ClientGone, cancel_quietly, until_disconnect
 from .synthesis import collect_audio
+from .timestamps import WordLog, check_timestamps
 
 BATCH = "/v1/audio/speech/batch"
 MAX_ITEMS = 32
-_DEFAULTS = ("model", "response_format", "voice", "speed", "instructions", "seed", "max_new_tokens")
+_DEFAULTS = ("model", "response_format", "voice", "speed", "instructions", "seed", "max_new_tokens", "timestamps")
 
 
 def _items(body: dict[str, Any]) -> list[Any]:
@@ -55,6 +56,7 @@ async def _one(runtime: Any, voices: Any, item: Any, defaults: dict[str, Any], s
     if item.get("stream") or item.get("stream_format"):
         raise bad_request("a batch item cannot stream; drop stream and stream_format", param="stream_format", code="invalid_value")
     speech = parse_speech({**defaults, **item}, settings.models, settings.limits)
+    check_timestamps(speech.extra, getattr(runtime, "topology", None))
     speech = await voices.resolve(speech)
     try:
         return await runtime.submit(speech.entry_data()), speech
@@ -65,14 +67,17 @@ async def _one(runtime: Any, voices: Any, item: Any, defaults: dict[str, Any], s
 
 
 async def _collect(handle: Any, speech: Any, index: int) -> dict[str, Any]:
+    words = WordLog() if speech.extra.get("timestamps") == "word" else None
     try:
-        audio = await guarded(collect_audio(handle))
+        audio = await guarded(collect_audio(handle, words))
         data = encode(audio, speech.response_format)
     except APIError as exc:
         return {"index": index, **exc.body()}
     except Disconnected:
         return {"index": index, **APIError(499, "the item was cancelled", type="server_error", code="cancelled").body()}
+    timed = {} if words is None else {"words": words.words}
     return {
+        **timed,
         "index": index, "object": "speech", "model": speech.model, "response_format": speech.response_format,
         "sample_rate": audio.sample_rate, "channels": audio.channels, "audio_seconds": round(audio.frames / audio.sample_rate, 4),
         "audio": base64.b64encode(data).decode("ascii"),

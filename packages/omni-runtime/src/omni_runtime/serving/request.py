@@ -68,6 +68,8 @@ class SpeechBody(BaseModel):
     """A reference recording for voice cloning: base64 WAV, optionally as a ``data:audio/wav;base64,`` URL."""
     seed: Annotated[StrictInt, Field(ge=0, le=INT64[1])] | None = None
     max_new_tokens: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+    timestamps: Literal["word"] | None = None
+    """Word start and end times from the pipeline's aligner stage (docs/voice-agents.md)."""
 
     @field_validator("model", "input", "voice", "instructions", mode="after")
     @classmethod
@@ -151,7 +153,7 @@ def parse_speech(body: Mapping[str, Any], models: tuple[str, ...], limits: Speec
     fmt = parsed.response_format or limits.default_format
     stream_format = parsed.stream_format or ("audio" if parsed.stream else None)
     extra = dict(parsed.model_extra or {})
-    for name in ("seed", "max_new_tokens"):
+    for name in ("seed", "max_new_tokens", "timestamps"):
         if getattr(parsed, name) is not None:
             extra[name] = getattr(parsed, name)
     if parsed.ref_audio is not None:
@@ -200,7 +202,7 @@ def _ref_audio(value: str) -> bytes:
     return data
 
 
-_CODES = {"response_format": "unsupported_response_format", "stream_format": "unsupported_stream_format"}
+_CODES = {"response_format": "unsupported_response_format", "stream_format": "unsupported_stream_format", "timestamps": "unsupported_timestamps"}
 _TYPE_ERRORS = ("_type", "_parsing", "model_attributes_type", "is_instance_of", "union_tag_invalid")
 
 
@@ -218,6 +220,8 @@ def _from_validation(exc: ValidationError) -> APIError:
     code = _CODES.get(param or "") or ("invalid_type" if kind.endswith(_TYPE_ERRORS) else "invalid_value")
     if code.startswith("unsupported") and param == "response_format":
         message = f"response_format {error.get('input')!r} is not supported; supported: {', '.join(AUDIO_FORMATS)}"
+    elif code.startswith("unsupported") and param == "timestamps":
+        message = f"{error.get('input')!r} is not supported; send timestamps: 'word' for word start and end times, or leave it out"
     elif code.startswith("unsupported"):
         message = f"stream_format {error.get('input')!r} is not supported; use 'audio' (raw audio bytes) or 'sse' (server-sent events)"
     elif kind == "string_unicode" or "surrogate" in message:

@@ -30,6 +30,7 @@ from .metrics import ServingMetrics, stream_origin
 from .request import SpeechRequest, parse_body, parse_speech
 from .streaming import AudioStreamResponse, ClientGone, until_disconnect
 from .synthesis import audio_parts, collect_audio
+from .timestamps import WordLog, check_timestamps
 
 log = logging.getLogger("uvicorn.error.omni")
 """A child of uvicorn's error logger, so its lines appear at the server's --log-level."""
@@ -55,6 +56,7 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
     if named in settings.models:  # label the request's metrics with its model even when it is rejected
         request.state.model = named
     speech = await request.app.state.voices.resolve(parse_speech(body, settings.models, settings.limits))
+    timed = check_timestamps(speech.extra, getattr(runtime, "topology", None), shape=None if speech.sse else "an audio file or raw audio stream")
     metrics.input_characters.labels(model=speech.model).inc(len(speech.text))
     request.state.chars = len(speech.text)
     try:
@@ -83,7 +85,8 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
             request.state.audio_s = audio.frames / audio.sample_rate
             body = encode(audio, speech.response_format)
             return Response(body, media_type=CONTENT_TYPES[speech.response_format], headers=_audio_headers(audio, request_id))
-        parts = audio_parts(handle).__aiter__()
+        words = WordLog() if timed else None
+        parts = audio_parts(handle, words).__aiter__()
         first = await guarded(until_disconnect(request, handle, parts.__anext__()))
         handed_over = True
     finally:
@@ -112,7 +115,7 @@ async def handle_speech(request: Request, runtime: Any, settings: Any, metrics: 
     metrics.first_audio.labels(model=speech.model).observe(time.perf_counter() - started)
     chunks = _encoded(counted(first), parts, speech, counted)
     if speech.sse:
-        body, media_type = _sse(chunks, speech), "text/event-stream"
+        body, media_type = _sse(chunks, speech, words), "text/event-stream"
     else:
         body, media_type = chunks, CONTENT_TYPES[speech.response_format]
     headers = _audio_headers(first, request_id)
@@ -141,13 +144,19 @@ async def _encoded(
         yield out
 
 
-async def _sse(chunks: AsyncIterator[bytes], speech: SpeechRequest) -> AsyncIterator[bytes]:
-    """OpenAI's event stream; a failure mid-way is reported as an ``error`` event before the stream ends."""
+async def _sse(chunks: AsyncIterator[bytes], speech: SpeechRequest, words: WordLog | None = None) -> AsyncIterator[bytes]:
+    """OpenAI's event stream; a failure mid-way is reported as an ``error`` event before the stream ends.
+
+    With ``timestamps: "word"`` a ``speech.audio.words`` event follows the audio its words are in."""
     sent = 0
     try:
         async for chunk in chunks:
             sent += len(chunk)
             yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(chunk).decode("ascii")})
+            if words is not None and (new := words.take_new()):
+                yield _event({"type": "speech.audio.words", "words": new})
+        if words is not None and (new := words.take_new()):
+            yield _event({"type": "speech.audio.words", "words": new})
     except (RequestFailed, AudioError) as exc:
         yield _event({"type": "error", "error": {"message": str(exc), "type": "server_error", "param": None, "code": getattr(exc, "kind", "invalid_stage_output")}})
         raise

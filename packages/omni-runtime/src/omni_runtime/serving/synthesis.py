@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from .audio import AudioError, PcmAudio, concat, to_pcm16
+from .timestamps import WordLog
 
 
 def chunk_audio(chunk: Mapping[str, Any], where: str) -> PcmAudio:
@@ -24,17 +25,23 @@ def chunk_audio(chunk: Mapping[str, Any], where: str) -> PcmAudio:
         raise AudioError(f"{where}: {exc}") from None
 
 
-async def audio_parts(handle: Any) -> AsyncIterator[PcmAudio]:
-    """Yield the request's audio in order: streamed chunks, else the final payload's audio."""
+async def audio_parts(handle: Any, words: WordLog | None = None) -> AsyncIterator[PcmAudio]:
+    """Yield the request's audio in order: streamed chunks, else the final payload's audio.
+
+    ``words`` collects the aligner's word timestamps as the chunks carrying them pass."""
     streamed = False
     async for chunk in handle.stream():
         streamed = True
+        if words is not None:
+            words.chunk(chunk)
         yield chunk_audio(chunk, "a streamed terminal chunk")
     result = await handle.result()
+    if words is not None:
+        words.result(result)
     if not streamed:
         yield chunk_audio(result, "the terminal stage's final payload")
 
 
-async def collect_audio(handle: Any) -> PcmAudio:
+async def collect_audio(handle: Any, words: WordLog | None = None) -> PcmAudio:
     """The whole request's audio as one buffer."""
-    return concat([part async for part in audio_parts(handle)])
+    return concat([part async for part in audio_parts(handle, words)])

@@ -50,6 +50,8 @@ class Response:
     queued: int = 0
     failed: int = 0
     first_audio: float | None = None
+    audio_seconds: float = 0.0
+    """Audio of the segments finished so far (word times of the next segment count from here)."""
 
 
 class TextFeed:

@@ -49,6 +49,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from .errors import APIError
 from .request import parse_body, parse_speech
 from .segmenter import TextSegmenter, WordPieces, speakable
+from .timestamps import check_timestamps
 from .ws_access import KEY_PROTOCOL_PREFIX, authorised, origin_allowed
 from .ws_items import Close, End, Response, Segment, StreamLimits, StreamMetrics, TextFeed, client_error, elapsed
 from .ws_synthesis import SegmentSynthesis
@@ -150,6 +151,7 @@ class StreamSession(SegmentSynthesis):
         fields = {**self.session_fields, **{k: v for k, v in session.items() if k not in _SESSION_ONLY}}
         fields.setdefault("response_format", self.speech.response_format)
         speech = parse_speech({**fields, "input": "-"}, self.settings.models, self.settings.limits)
+        check_timestamps(speech.extra, getattr(self.runtime, "topology", None))
         rate = session.get("sample_rate", self.sample_rate)
         if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int) or not MIN_RATE <= rate <= MAX_RATE):
             raise client_error(f"session.sample_rate {rate!r} must be an integer from {MIN_RATE} to {MAX_RATE} (Hz)", "invalid_value", "sample_rate")

@@ -28,6 +28,7 @@ from .request import SpeechRequest
 from .resampling import RateConverter
 from .streaming import cancel_quietly
 from .synthesis import audio_parts
+from .timestamps import WordLog, shifted
 from .ws_items import Close, End, Response, Segment, StreamMetrics, TextFeed, elapsed, unavailable
 
 
@@ -195,7 +196,8 @@ class SegmentSynthesis:
         seconds = 0.0
         encoder: StreamEncoder | None = None
         resampler: RateConverter | None = None
-        async for part in audio_parts(handle):
+        words = WordLog() if speech.extra.get("timestamps") == "word" else None
+        async for part in audio_parts(handle, words):
             if self.sample_rate and part.sample_rate != self.sample_rate:
                 resampler = resampler or RateConverter(part.sample_rate, self.sample_rate, part.channels)
                 part = resampler.feed(part)
@@ -204,6 +206,7 @@ class SegmentSynthesis:
             encoder = encoder or StreamEncoder(speech.response_format, part.sample_rate, part.channels)
             seconds += part.frames / part.sample_rate
             await self._audio(item, encoder.feed(part))
+            await self._words(item, words)
             self._prefetch(item)
         if resampler is not None and encoder is not None:
             tail = resampler.finish()
@@ -212,7 +215,16 @@ class SegmentSynthesis:
                 await self._audio(item, encoder.feed(tail))
         if encoder is not None:
             await self._audio(item, encoder.finish())
+        await self._words(item, words)
+        item.response.audio_seconds += seconds
         return seconds
+
+    async def _words(self, item: Segment, words: WordLog | None) -> None:
+        """``audio.words``: the words of the audio sent so far, in seconds from the start of the response."""
+        new = words.take_new() if words is not None else None
+        if new:
+            await self.send({"type": "audio.words", "response_id": item.response.id, "segment": item.index,
+                             "words": shifted(new, item.response.audio_seconds)})
 
     async def _audio(self, item: Segment, data: bytes) -> None:
         if not data:
