@@ -50,6 +50,20 @@ class Response:
     queued: int = 0
     failed: int = 0
     first_audio: float | None = None
+    failure_codes: list[str] = field(default_factory=list)
+    """The error code of each failed or refused segment, in order (``overloaded``, ``invalid_value``...)."""
+
+    def outcome(self) -> dict[str, Any]:
+        """``status`` and ``status_details`` of the finished response: ``completed`` only when every segment was spoken;
+        ``incomplete`` when some were refused or failed, ``failed`` when all were (as OpenAI's realtime
+        ``response.done`` reports them), with the reason: the commonest error code."""
+        if not self.failed:
+            return {"status": "completed"}
+        status = "failed" if self.failed >= self.queued else "incomplete"
+        codes = self.failure_codes or ["failed"]
+        reason = max(dict.fromkeys(codes), key=codes.count)
+        return {"status": status, "status_details": {"type": status, "reason": reason, "failed_segments": self.failed,
+                                                     "error_codes": sorted(set(codes))}}
 
 
 class TextFeed:
