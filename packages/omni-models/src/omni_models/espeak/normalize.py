@@ -10,8 +10,8 @@ written, then each is turned into its spoken form
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
-from functools import cache
 
 from omni_models.common.spoken import spoken_form
 
@@ -19,11 +19,19 @@ _PARAGRAPH_RE = re.compile(r"\n\s*\n")
 _CLAUSE_BREAK_RE = re.compile(r"(?<=[,;:])\s+")
 
 
-@cache
-def _segmenter():
-    import pysbd
+_PER_THREAD = threading.local()
 
-    return pysbd.Segmenter(language="en", clean=False)
+
+def _segmenter():
+    """This thread's pysbd segmenter. A pysbd Segmenter keeps the text of the call in progress on itself, so one
+    shared by the stage's request threads mixed their texts up: under 60 concurrent clients, answers came back
+    with sentences of theirs missing (or "nothing to speak")."""
+    segmenter = getattr(_PER_THREAD, "segmenter", None)
+    if segmenter is None:
+        import pysbd
+
+        segmenter = _PER_THREAD.segmenter = pysbd.Segmenter(language="en", clean=False)
+    return segmenter
 
 
 def normalize_text(text: str) -> str:

@@ -74,7 +74,7 @@ class SpeechBody(BaseModel):
     @field_validator("model", "input", "voice", "instructions", mode="after")
     @classmethod
     def _valid_unicode(cls, value: Any) -> Any:
-        if isinstance(value, str) and not _utf8(value):
+        if isinstance(value, str) and not utf8(value):
             raise ValueError("string is not valid Unicode (it holds a lone surrogate)")
         return value
 
@@ -240,12 +240,12 @@ def _json_problem(value: Any, depth: int) -> str | None:
     if isinstance(value, float):
         return None if math.isfinite(value) else "number is not finite"
     if isinstance(value, str):
-        return None if _utf8(value) else "string is not valid Unicode (a lone surrogate)"
+        return None if utf8(value) else "string is not valid Unicode (a lone surrogate)"
     if isinstance(value, list):
         return next((p for p in (_json_problem(v, depth + 1) for v in value) if p), None)
     if isinstance(value, dict):
         for key, item in value.items():
-            problem = None if _utf8(key) else "key is not valid Unicode" if isinstance(key, str) else "key is not a string"
+            problem = None if utf8(key) else "key is not valid Unicode" if isinstance(key, str) else "key is not a string"
             problem = problem or _json_problem(item, depth + 1)
             if problem:
                 return problem
@@ -253,7 +253,7 @@ def _json_problem(value: Any, depth: int) -> str | None:
     return f"unsupported value of type {type(value).__name__}"
 
 
-def _utf8(text: str) -> bool:
+def utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -52,6 +52,20 @@ class Response:
     first_audio: float | None = None
     audio_seconds: float = 0.0
     """Audio of the segments finished so far (word times of the next segment count from here)."""
+    failure_codes: list[str] = field(default_factory=list)
+    """The error code of each failed or refused segment, in order (``overloaded``, ``invalid_value``...)."""
+
+    def outcome(self) -> dict[str, Any]:
+        """``status`` and ``status_details`` of the finished response: ``completed`` only when every segment was spoken;
+        ``incomplete`` when some were refused or failed, ``failed`` when all were (as OpenAI's realtime
+        ``response.done`` reports them), with the reason: the commonest error code."""
+        if not self.failed:
+            return {"status": "completed"}
+        status = "failed" if self.failed >= self.queued else "incomplete"
+        codes = self.failure_codes or ["failed"]
+        reason = max(dict.fromkeys(codes), key=codes.count)
+        return {"status": status, "status_details": {"type": status, "reason": reason, "failed_segments": self.failed,
+                                                     "error_codes": sorted(set(codes))}}
 
 
 class TextFeed:

@@ -13,7 +13,8 @@ client -> server
 server -> client
     ``session.updated`` {session: {..., text_append}}, ``response.created`` {response_id},
     ``audio.delta`` {response_id, segment, audio (base64)}, ``segment.done`` {response_id, segment, text, audio_seconds},
-    ``response.done`` {response_id, status: completed | cancelled | failed, segments, failed_segments, first_audio_seconds},
+    ``response.done`` {response_id, status: completed | incomplete | cancelled | failed, status_details?, segments, failed_segments,
+    first_audio_seconds} (``completed`` only when every segment was spoken; see :meth:`~.ws_items.Response.outcome`),
     ``error`` {error: OpenAI's envelope, response_id?, segment?}, ``session.done``
 
 How text becomes requests depends on the model (``text_append`` in ``session.updated``):
@@ -28,7 +29,8 @@ How text becomes requests depends on the model (``text_append`` in ``session.upd
 
 The reader (this module) turns messages into queued segments; :mod:`.ws_synthesis` turns
 them into audio; :mod:`.ws_items` holds the values both share. Held-back text is bounded
-(``input_buffer_full``). Every mistake is an ``error`` message and the socket stays open;
+(``input_buffer_full``). Cutting text runs off the event loop, on a copy of the socket's
+segmenter, within the socket's CPU budget (:mod:`.text_work`). Every mistake is an ``error`` message and the socket stays open;
 only a failed authentication or origin check closes it (1008).
 """
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import json
 import logging
@@ -47,8 +50,9 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from .errors import APIError
-from .request import parse_body, parse_speech
+from .request import parse_body, parse_speech, utf8
 from .segmenter import TextSegmenter, WordPieces, speakable
+from .text_work import CpuBudget
 from .timestamps import check_timestamps
 from .ws_access import KEY_PROTOCOL_PREFIX, authorised, origin_allowed
 from .ws_items import Close, End, Response, Segment, StreamLimits, StreamMetrics, TextFeed, client_error, elapsed
@@ -76,6 +80,8 @@ class StreamSession(SegmentSynthesis):
         self.appending = False
         """This response's words go to one running request (decided as each response starts)."""
         self.segmenter: TextSegmenter | WordPieces = TextSegmenter(limits.segments)
+        """Replaced, never changed in place, while text is cut off the loop (:meth:`_segmented`)."""
+        self.text_budget = CpuBudget()
         self.response: Response | None = None
         """The response that is receiving text."""
         self.unit: Segment | None = None
@@ -124,7 +130,7 @@ class StreamSession(SegmentSynthesis):
         if kind == "input_text.delta":
             await self._delta(body.get("delta"))
         elif kind == "input_text.flush":
-            self._enqueue(self.segmenter.flush())
+            self._enqueue(await self._segmented("flush"))
             self._close_unit()
         elif kind == "input_text.done":
             await self._done()
@@ -194,15 +200,34 @@ class StreamSession(SegmentSynthesis):
             raise APIError(429, f"{held} characters are waiting to be spoken; this delta would pass the limit of "
                            f"{self.limits.segments.max_pending_chars}. Send it after more audio arrived", type="rate_limit_error",
                            param="delta", code="input_buffer_full")
+        if not utf8(delta):
+            raise client_error("input_text.delta 'delta' is not valid Unicode (it holds a lone surrogate); this delta was dropped, "
+                               "the response goes on: send text encodable as UTF-8", "invalid_value", "delta")
         if self.response is None:
             await self._start_response()
-        self._enqueue(self.segmenter.feed(delta))
+        self._enqueue(await self._segmented("feed", delta))
+
+    async def _segmented(self, step: str, *args: str) -> list[str]:
+        """``segmenter.feed``/``flush`` in the text pool on a copy (the synthesiser may reset the segmenter meanwhile:
+        then the copy and what it cut are dropped, as a reset drops held-back text)."""
+        before = self.segmenter
+        if step == "feed" and isinstance(before, TextSegmenter) and not before.would_cut(*args):
+            return before.feed(*args)  # no boundary: the text is only held back
+        work = copy.copy(before)
+        pieces = await self.text_budget.run(getattr(work, step), *args)
+        if self.segmenter is not before:
+            return []
+        self.segmenter = work
+        return pieces
+
+    def _new_segmenter(self) -> TextSegmenter | WordPieces:
+        return WordPieces(self.limits.segments) if self.appending else TextSegmenter(self.limits.segments)
 
     async def _start_response(self) -> None:
         appending = self.append_choice if self.append_choice is not None else self.can_append()
         if appending != self.appending:  # between responses: nothing is held back
             self.appending = appending
-            self.segmenter = WordPieces(self.limits.segments) if appending else TextSegmenter(self.limits.segments)
+            self.segmenter = self._new_segmenter()
         self.response = Response(f"resp_{secrets.token_hex(8)}", time.perf_counter())
         self.next_index = 0
         await self.send({"type": "response.created", "response_id": self.response.id})
@@ -249,9 +274,10 @@ class StreamSession(SegmentSynthesis):
     async def _done(self) -> None:
         if self.response is None:
             await self._start_response()
-        self._enqueue(self.segmenter.flush())
+        self._enqueue(await self._segmented("flush"))
         self._close_unit()
-        assert self.response is not None
+        if self.response is None:  # abandoned while its text was cut: its response.done (failed) went out
+            return
         self._push(End(self.response))
         self.response = None
 
@@ -262,7 +288,7 @@ class StreamSession(SegmentSynthesis):
         if not targets:
             raise client_error("no response is in progress to cancel", "response_not_found")
         self.cancelled.extend(targets)
-        self.segmenter.reset()
+        self.segmenter = self._new_segmenter()
         self.unit = None
         self.response = self.synthesising = None
         self.queue = deque(i for i in self.queue if isinstance(i, Close) or i.response.id not in targets)
@@ -281,14 +307,17 @@ class StreamSession(SegmentSynthesis):
         """Drop the rest of ``response`` (nothing can synthesise it now) and answer ``response.done`` ``failed``."""
         self.cancelled.append(response.id)
         if self.response is response:
-            self.segmenter.reset()
+            self.segmenter = self._new_segmenter()
             self.unit = None
             self.response = None
         self.queue = deque(i for i in self.queue if isinstance(i, Close) or i.response is not response)
         self.synthesising = None
         await self._drop_prefetched({response.id})
-        await self.send({"type": "response.done", "response_id": response.id, "status": "failed", "segments": response.queued,
-                         "failed_segments": response.failed, "first_audio_seconds": elapsed(response)})
+        codes = response.failure_codes or ["unavailable"]
+        await self.send({"type": "response.done", "response_id": response.id, "status": "failed",
+                         "status_details": {"type": "failed", "reason": codes[-1], "failed_segments": response.failed,
+                                            "error_codes": sorted(set(codes))},
+                         "segments": response.queued, "failed_segments": response.failed, "first_audio_seconds": elapsed(response)})
 
 
 def install_stream_route(app: Any, limits: StreamLimits | None = None) -> None:

@@ -77,7 +77,7 @@ class SegmentSynthesis:
                 continue
             if isinstance(item, End):
                 self.synthesising = None
-                await self.send({"type": "response.done", "response_id": item.response.id, "status": "completed",
+                await self.send({"type": "response.done", "response_id": item.response.id, **item.response.outcome(),
                                  "segments": item.response.queued, "failed_segments": item.response.failed,
                                  "first_audio_seconds": elapsed(item.response)})
                 continue
@@ -153,6 +153,7 @@ class SegmentSynthesis:
         except (APIError, RequestFailed, RuntimeFailure) as exc:
             failure = exc if isinstance(exc, APIError) else runtime_error(exc) if isinstance(exc, RequestFailed) else unavailable()
             response.failed += 1
+            response.failure_codes.append(str(failure.code))
             self.stream_metrics.segments.labels(model=model, outcome="failed").inc()
             if item.feed is not None and not item.feed.closed:
                 self._request_ended(item)  # the words that follow try a request of their own
@@ -173,17 +174,22 @@ class SegmentSynthesis:
             raise
         except RequestFailed as exc:
             if getattr(exc, "kind", "") == "invalid_request":
-                await self.error(APIError(400, exc.message, param=getattr(exc, "param", None), code="invalid_value"), **where)
+                await self._failed(response, APIError(400, exc.message, param=getattr(exc, "param", None), code="invalid_value"), where)
             else:
-                await self.error(runtime_error(exc), **where)
+                await self._failed(response, runtime_error(exc), where)
         except AudioError as exc:
             await cancel_quietly(handle)
-            await self.error(APIError(500, f"the pipeline produced invalid audio: {exc}", type="server_error", code="invalid_stage_output"), **where)
+            await self._failed(response, APIError(500, f"the pipeline produced invalid audio: {exc}", type="server_error",
+                                                  code="invalid_stage_output"), where)
         finally:
             response.failed += outcome == "failed"
             self.stream_metrics.segments.labels(model=model, outcome=outcome).inc()
             if item.feed is not None and not item.feed.closed:
                 self._request_ended(item)
+
+    async def _failed(self, response: Response, failure: APIError, where: dict[str, Any]) -> None:
+        response.failure_codes.append(str(failure.code))
+        await self.error(failure, **where)
 
     def _request_ended(self, item: Segment) -> None:
         """A request whose input was still open ended (the model spoke its end, ``max_new_tokens``, a failure):

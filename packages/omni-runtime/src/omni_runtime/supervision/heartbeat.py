@@ -8,6 +8,12 @@ that sent none for ``timeout`` seconds is killed, which the supervisor sees as
 any other death: its requests fail at once (``process_died``), ``/health``
 shows it ``restarting`` (or ``dead`` past its budget) and it is restarted
 under its policy, the restart counted with the reason ``no heartbeat``.
+
+The heartbeats arrive on the parent's event loop, as the checks run there: when that loop
+was blocked (a handler doing CPU work on it, the whole process starved), no heartbeat could
+be read, however healthy the workers. A check that wakes more than a period late therefore
+never kills: it counts every instance as seen now and judges from there, so a worker is
+blamed only for silence the watch itself was awake to notice.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ class HeartbeatWatch:
         self._seen: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.oversleeps = 0
+        """Checks that woke late (the event loop was blocked) and so judged nobody."""
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -44,9 +52,17 @@ class HeartbeatWatch:
     async def _watch(self) -> None:
         assert self._loop is not None
         period = min(1.0, self.timeout / 4)
+        checked = self._loop.time()
         while True:
             await asyncio.sleep(period)
             now = self._loop.time()
+            overslept = now - checked > 2 * period
+            checked = now
+            if overslept:  # this loop was blocked: the heartbeats sent meanwhile are still unread
+                self.oversleeps += 1
+                for name in self._seen:
+                    self._seen[name] = now
+                continue
             for name, inst in self.supervisor.instances.items():
                 if inst.state != READY or inst.worker is None:
                     self._seen.pop(name, None)
